@@ -1,0 +1,44 @@
+// The schema, as an ordered list of migrations. Append only: a released migration is never
+// edited, because databases in the field have already applied it.
+
+enum Schema {
+    /// Migration `i` moves the database from version `i` to `i + 1`.
+    static let migrations: [String] = [
+        // v1: identity, gateways, per-gateway device tokens.
+        """
+        CREATE TABLE identity(
+            id INTEGER PRIMARY KEY CHECK(id = 1),
+            seed BLOB NOT NULL,
+            public_key BLOB NOT NULL,
+            device_id TEXT NOT NULL,
+            instance_id TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE gateways(
+            name TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            tls_fingerprint TEXT,
+            allow_insecure INTEGER NOT NULL DEFAULT 0,
+            bootstrap_token TEXT,
+            shared_token TEXT,
+            password TEXT,
+            is_active INTEGER NOT NULL DEFAULT 0,
+            main_session_key TEXT,
+            added_at_ms INTEGER NOT NULL
+        );
+        -- At most one active gateway, enforced by the database rather than by every caller.
+        CREATE UNIQUE INDEX gateways_single_active ON gateways(is_active) WHERE is_active = 1;
+        CREATE TABLE tokens(
+            gateway TEXT NOT NULL REFERENCES gateways(name) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            token TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            updated_at_ms INTEGER NOT NULL,
+            PRIMARY KEY(gateway, role)
+        );
+        """,
+    ]
+
+    /// The version this build writes; a file with a higher version came from a newer clawvoice.
+    static var latestVersion: Int { migrations.count }
+}
