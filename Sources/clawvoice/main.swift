@@ -1,1 +1,7 @@
-print("clawvoice")
+// The clawvoice executable: everything it does lives in NodeRuntime, so tests reach it too.
+
+import Foundation
+import NodeRuntime
+
+let status = await CLI.main(Array(CommandLine.arguments.dropFirst()))
+exit(status)

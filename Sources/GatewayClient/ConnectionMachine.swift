@@ -1,0 +1,329 @@
+// The connection lifecycle of one gateway session as a pure state machine: events in,
+// actions out, time as an argument. GatewaySession owns the socket and carries out the actions.
+
+import Foundation
+import GatewayProtocol
+
+/// Which signed payload to send; v2 is the fallback for gateways that only verify v2.
+public enum SignatureVersion: String, Sendable, Equatable { case v2, v3 }
+
+/// A stop in the retry loop that a person must resolve, as one line plus the next step.
+public struct ConnectionProblem: Sendable, Equatable, CustomStringConvertible {
+    public var code: String
+    public var summary: String
+    public var nextStep: String
+    public init(code: String, summary: String, nextStep: String) {
+        self.code = code
+        self.summary = summary
+        self.nextStep = nextStep
+    }
+    public var description: String { "\(summary); \(nextStep)" }
+}
+
+/// The gateway's NOT_PAIRED details, enough to tell the person what to approve.
+public struct PairingRequest: Sendable, Equatable {
+    public var requestId: String?
+    public var reason: String?
+    public var message: String
+    public init(requestId: String?, reason: String?, message: String) {
+        self.requestId = requestId
+        self.reason = reason
+        self.message = message
+    }
+}
+
+/// Deadlines and poll periods, in milliseconds. Tests shrink them.
+public struct ConnectionTiming: Sendable, Equatable {
+    public var challengeTimeoutMs: Int64 = 6_000
+    public var handshakeTimeoutMs: Int64 = 30_000
+    /// Tick interval assumed before hello-ok names one.
+    public var defaultTickIntervalMs: Int64 = 30_000
+    /// Pairing polls: every 5 s for the first minute, then every 30 s (pending requests expire after 5 min).
+    public var pairingPollFastMs: Int64 = 5_000
+    public var pairingPollSlowMs: Int64 = 30_000
+    public var pairingFastWindowMs: Int64 = 60_000
+    /// The quick retry after dropping a revoked token or switching to the v2 signature.
+    public var quickRetryMs: Int64 = 250
+    /// How often a deferred attempt looks again.
+    public var deferPollMs: Int64 = 1_000
+    public var backoffBaseMs: Int64 = 500
+    public var backoffMaxMs: Int64 = 30_000
+    public init() {}
+}
+
+public enum ConnectionPhase: Sendable, Equatable {
+    case idle
+    /// Socket opening, waiting for connect.challenge.
+    case opening
+    /// connect sent, waiting for hello-ok.
+    case handshaking
+    case connected
+    case waiting(untilMs: Int64, pairing: Bool)
+    case paused(ConnectionProblem)
+    case stopped
+}
+
+public enum ConnectionEvent: Sendable, Equatable {
+    case start
+    case stop
+    case challenge(ConnectChallenge)
+    case helloOk(HelloOk)
+    case connectRejected(ErrorShape)
+    /// Any frame after hello-ok: proof the gateway is alive.
+    case inbound
+    case shutdownNotice(restartExpectedMs: Int64?)
+    case socketClosed(code: Int?, reason: String)
+    case socketFailed(message: String, permanent: Bool)
+    /// This attempt cannot start yet (the operator role waits for the node's token handoff).
+    case deferred(reason: String)
+    /// Time passed; deadlines are checked.
+    case poll
+}
+
+public enum ConnectionAction: Sendable, Equatable {
+    case openSocket
+    case sendConnect(ConnectChallenge, SignatureVersion)
+    case closeSocket(code: Int, reason: String)
+    case connected(HelloOk)
+    case disconnected(reason: String)
+    case deleteStoredToken
+    case pairingRequired(PairingRequest)
+    case retry(afterMs: Int64, reason: String)
+    case paused(ConnectionProblem)
+}
+
+public struct ConnectionMachine: Sendable {
+    public private(set) var phase: ConnectionPhase = .idle
+    public private(set) var signatureVersion: SignatureVersion = .v3
+    public private(set) var tickIntervalMs: Int64
+    public var timing: ConnectionTiming
+    private var backoff: ReconnectBackoff
+    private var attemptStartMs: Int64 = 0
+    private var lastInboundMs: Int64 = 0
+    private var pairingSinceMs: Int64?
+    private var restartHintMs: Int64?
+
+    public init(timing: ConnectionTiming = ConnectionTiming()) {
+        self.timing = timing
+        self.tickIntervalMs = timing.defaultTickIntervalMs
+        self.backoff = ReconnectBackoff(baseMs: timing.backoffBaseMs, maxMs: timing.backoffMaxMs)
+    }
+
+    public var isPairing: Bool { pairingSinceMs != nil }
+
+    /// Feeds one event. `nowMs` is a monotonic clock; `random` is in 0..<1 for jitter.
+    public mutating func handle(_ event: ConnectionEvent, nowMs: Int64, random: Double = 0.5) -> [ConnectionAction] {
+        switch (event, phase) {
+        case (.stop, _):
+            let wasLive = phase == .opening || phase == .handshaking || phase == .connected
+            phase = .stopped
+            return wasLive ? [.closeSocket(code: 1000, reason: "client stopping")] : []
+        case (_, .stopped):
+            return []
+
+        case (.start, .idle), (.start, .paused), (.start, .waiting):
+            return open(nowMs)
+        case (.start, _):
+            return []
+
+        case (.challenge(let c), .opening):
+            phase = .handshaking
+            return [.sendConnect(c, signatureVersion)]
+        case (.challenge, _):
+            return []
+
+        case (.helloOk(let hello), .handshaking):
+            phase = .connected
+            backoff.reset()
+            pairingSinceMs = nil
+            restartHintMs = nil
+            tickIntervalMs = Int64(max(hello.tickIntervalMs, 1))
+            lastInboundMs = nowMs
+            return [.connected(hello)]
+        case (.helloOk, _):
+            return []
+
+        case (.connectRejected(let error), .handshaking), (.connectRejected(let error), .opening):
+            return rejected(error, nowMs: nowMs, random: random)
+        case (.connectRejected, _):
+            return []
+
+        case (.inbound, .connected):
+            lastInboundMs = nowMs
+            return []
+        case (.inbound, _):
+            return []
+
+        case (.shutdownNotice(let ms), _):
+            restartHintMs = ms
+            return []
+
+        case (.socketClosed(let code, let reason), .connected):
+            let why = code == 1012 ? "gateway restarting" : "connection closed (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))"
+            if code == 1012 {
+                // An orderly restart: come back as soon as it is expected to be up, not after a long backoff.
+                backoff.reset()
+                let delay = min(max(restartHintMs ?? timing.backoffBaseMs, timing.backoffBaseMs), timing.backoffMaxMs)
+                restartHintMs = nil
+                return [.disconnected(reason: why)] + wait(delay, nowMs: nowMs, reason: why, pairing: false)
+            }
+            return [.disconnected(reason: why)] + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
+        case (.socketClosed(let code, let reason), .opening), (.socketClosed(let code, let reason), .handshaking):
+            let why = "gateway closed the connection during the handshake (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))"
+            return retryWithBackoff(nowMs: nowMs, random: random, reason: why)
+        case (.socketClosed, _):
+            return []
+
+        case (.socketFailed(let message, let permanent), .opening), (.socketFailed(let message, let permanent), .handshaking),
+             (.socketFailed(let message, let permanent), .connected):
+            let wasConnected = phase == .connected
+            var actions: [ConnectionAction] = wasConnected ? [.disconnected(reason: message)] : []
+            if permanent {
+                let problem = ConnectionProblem(code: "TRANSPORT", summary: message,
+                                                nextStep: "automatic reconnect is paused until the configuration changes")
+                phase = .paused(problem)
+                actions.append(.paused(problem))
+                return actions
+            }
+            return actions + retryWithBackoff(nowMs: nowMs, random: random, reason: message)
+        case (.socketFailed, _):
+            return []
+
+        case (.deferred(let reason), .opening):
+            return wait(timing.deferPollMs, nowMs: nowMs, reason: reason, pairing: true)
+        case (.deferred, _):
+            return []
+
+        case (.poll, .opening):
+            if nowMs - attemptStartMs >= timing.challengeTimeoutMs {
+                let why = "no connect.challenge within \(timing.challengeTimeoutMs / 1000) s"
+                return [.closeSocket(code: 1000, reason: "challenge timeout")] + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
+            }
+            return []
+        case (.poll, .handshaking):
+            if nowMs - attemptStartMs >= timing.handshakeTimeoutMs {
+                let why = "no hello-ok within \(timing.handshakeTimeoutMs / 1000) s"
+                return [.closeSocket(code: 1000, reason: "handshake timeout")] + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
+            }
+            return []
+        case (.poll, .connected):
+            if nowMs - lastInboundMs > 2 * tickIntervalMs {
+                let why = "no frame from the gateway for \(formatSeconds(nowMs - lastInboundMs)) (tick every \(formatSeconds(tickIntervalMs)))"
+                return [.closeSocket(code: 4000, reason: "tick timeout"), .disconnected(reason: why)]
+                    + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
+            }
+            return []
+        case (.poll, .waiting(let until, _)):
+            return nowMs >= until ? open(nowMs) : []
+        case (.poll, _):
+            return []
+        }
+    }
+
+    private mutating func open(_ nowMs: Int64) -> [ConnectionAction] {
+        phase = .opening
+        attemptStartMs = nowMs
+        return [.openSocket]
+    }
+
+    private mutating func wait(_ delayMs: Int64, nowMs: Int64, reason: String, pairing: Bool) -> [ConnectionAction] {
+        phase = .waiting(untilMs: nowMs + delayMs, pairing: pairing)
+        return [.retry(afterMs: delayMs, reason: reason)]
+    }
+
+    private mutating func retryWithBackoff(nowMs: Int64, random: Double, reason: String) -> [ConnectionAction] {
+        wait(backoff.nextDelayMs(unit: random), nowMs: nowMs, reason: reason, pairing: false)
+    }
+
+    private mutating func pause(_ problem: ConnectionProblem) -> [ConnectionAction] {
+        phase = .paused(problem)
+        return [.closeSocket(code: 1000, reason: "paused"), .paused(problem)]
+    }
+
+    private mutating func rejected(_ error: ErrorShape, nowMs: Int64, random: Double) -> [ConnectionAction] {
+        let detail = error.detailCode ?? ""
+        if detail == "PAIRING_REQUIRED" || (error.code == "NOT_PAIRED" && detail != "DEVICE_IDENTITY_REQUIRED") {
+            let since = pairingSinceMs ?? nowMs
+            pairingSinceMs = since
+            let delay = nowMs - since < timing.pairingFastWindowMs ? timing.pairingPollFastMs : timing.pairingPollSlowMs
+            let request = PairingRequest(requestId: error.details?["requestId"]?.stringValue,
+                                         reason: error.details?["reason"]?.stringValue, message: error.message)
+            return [.closeSocket(code: 1000, reason: "pairing pending"), .pairingRequired(request)]
+                + wait(delay, nowMs: nowMs, reason: "waiting for pairing approval", pairing: true)
+        }
+        switch detail {
+        case "AUTH_DEVICE_TOKEN_MISMATCH":
+            // The stored token was revoked or rotated: forget it, then fall back to shared credentials or pairing.
+            return [.closeSocket(code: 1000, reason: "token revoked"), .deleteStoredToken]
+                + wait(timing.quickRetryMs, nowMs: nowMs, reason: "device token rejected; retrying without it", pairing: false)
+        case "DEVICE_AUTH_SIGNATURE_INVALID" where signatureVersion == .v3:
+            // Gateways deployed before v3 verify only v2 payloads: retry once with v2.
+            signatureVersion = .v2
+            return [.closeSocket(code: 1000, reason: "retry v2")]
+                + wait(timing.quickRetryMs, nowMs: nowMs, reason: "v3 signature rejected; retrying with v2", pairing: false)
+        case "AUTH_RATE_LIMITED":
+            let asked = error.retryAfterMs ?? error.details?["retryAfterMs"]?.intValue ?? 60_000
+            let delay = min(max(asked, 1_000), 15 * 60_000)
+            return [.closeSocket(code: 1000, reason: "rate limited")]
+                + wait(delay, nowMs: nowMs, reason: "gateway rate-limited this device", pairing: false)
+        default:
+            break
+        }
+        if let problem = ConnectionMachine.problem(for: error) {
+            return pause(problem)
+        }
+        if error.code == "UNAVAILABLE", let after = error.retryAfterMs {
+            // Gateway still starting: come back when it says, without growing the backoff.
+            return [.closeSocket(code: 1000, reason: "gateway starting")]
+                + wait(min(max(after, 100), timing.backoffMaxMs), nowMs: nowMs, reason: "gateway starting: \(error.message)", pairing: false)
+        }
+        return [.closeSocket(code: 1000, reason: "rejected")] + retryWithBackoff(nowMs: nowMs, random: random, reason: "connect rejected: \(error)")
+    }
+
+    /// Rejections that retrying cannot fix: one line saying what to change.
+    public static func problem(for error: ErrorShape) -> ConnectionProblem? {
+        let detail = error.detailCode ?? ""
+        func p(_ summary: String, _ next: String) -> ConnectionProblem {
+            ConnectionProblem(code: detail.isEmpty ? error.code : detail, summary: summary, nextStep: next)
+        }
+        switch detail {
+        case "AUTH_TOKEN_MISSING", "AUTH_REQUIRED":
+            return p("the gateway requires a token", "pair again with `clawvoice pair --url URL --token TOKEN` (the gateway's auth token) or a setup code")
+        case "AUTH_TOKEN_MISMATCH":
+            return p("the gateway rejected the shared token", "set the right token (`gateway.token` or CLAWVOICE_GATEWAY_TOKEN) or pair again with a setup code")
+        case "AUTH_TOKEN_NOT_CONFIGURED":
+            return p("the gateway has no shared token configured", "pair with a setup code (`openclaw qr` on the gateway host) or use --password")
+        case "AUTH_PASSWORD_MISSING", "AUTH_PASSWORD_MISMATCH", "AUTH_PASSWORD_NOT_CONFIGURED":
+            return p("the gateway rejected the password (\(detail))", "pair again with `clawvoice pair --url URL --password PASSWORD`")
+        case "AUTH_BOOTSTRAP_TOKEN_INVALID":
+            return p("the setup code was already used or has expired", "make a new one with `openclaw qr` on the gateway host and run `clawvoice pair CODE`")
+        case "AUTH_SCOPE_MISMATCH":
+            return p("the gateway refused the requested scopes", "approve the device's operator scopes with `openclaw devices list` / `openclaw devices approve ID`")
+        case "PROTOCOL_MISMATCH":
+            let expected = error.details?["expectedProtocol"]?.intValue.map(String.init) ?? "?"
+            return p("the gateway speaks protocol \(expected), clawvoice speaks 3–4", "update the gateway or clawvoice")
+        case "DEVICE_IDENTITY_REQUIRED", "CONTROL_UI_DEVICE_IDENTITY_REQUIRED":
+            return p("the gateway did not accept the device identity", "check that the gateway is an OpenClaw gateway and report this as a bug")
+        case "DEVICE_AUTH_SIGNATURE_INVALID", "DEVICE_AUTH_DEVICE_ID_MISMATCH", "DEVICE_AUTH_PUBLIC_KEY_INVALID",
+             "DEVICE_AUTH_NONCE_REQUIRED", "DEVICE_AUTH_NONCE_MISMATCH", "DEVICE_AUTH_INVALID":
+            return p("the gateway rejected the device proof (\(detail))", "report this as a bug with `clawvoice --version` and the gateway version")
+        case "DEVICE_AUTH_SIGNATURE_EXPIRED":
+            return p("the gateway says the signature is stale", "check that this machine's clock and the gateway's agree")
+        case "CONTROL_UI_ORIGIN_NOT_ALLOWED":
+            return p("the gateway refused the connection's origin", "connect directly, not through a proxy that adds an Origin header")
+        default:
+            break
+        }
+        if detail.hasPrefix("AUTH_") {
+            return p("the gateway refused the credentials (\(detail): \(error.message))", "check the token or password, or pair again")
+        }
+        if error.code == "INVALID_REQUEST" && (error.message.contains("invalid connect params") || error.message.contains("invalid role")) {
+            return p("the gateway rejected the connect request (\(error.message))", "this gateway version may be incompatible; update it or clawvoice")
+        }
+        return nil
+    }
+}
+
+func formatSeconds(_ ms: Int64) -> String {
+    ms % 1000 == 0 ? "\(ms / 1000) s" : String(format: "%.1f s", Double(ms) / 1000)
+}

@@ -1,0 +1,518 @@
+// One role's session to one gateway: owns its socket, its pending requests and its machine.
+
+import Foundation
+import GatewayProtocol
+import Store
+import WebSocketTransport
+
+/// A session for one role (node or operator). Start it once; it reconnects by itself until stopped.
+/// Every socket is a generation: callbacks and invoke results from an older socket are dropped.
+public actor GatewaySession {
+    public nonisolated let role: SessionRole
+    public nonisolated let endpoint: GatewayEndpoint
+    private let identity: DeviceIdentity
+    private let instanceId: String
+    private let store: ClawStore
+    private let options: SessionOptions
+    private let commands: NodeCommandRegistry?
+    private let log: LogSink
+    private let onStatus: @Sendable (SessionStatus) -> Void
+    private let onEvent: @Sendable (EventFrame) -> Void
+    private var credentials: GatewayCredentials
+
+    private var machine: ConnectionMachine
+    private let clock = ContinuousClock()
+    private let epoch: ContinuousClock.Instant
+    private var socket: WebSocketClient?
+    private var generation = 0
+    private var connectRequestId: String?
+    private var sentAuth = ConnectAuth()
+    private var pending: [String: CheckedContinuation<JSONValue, any Error>] = [:]
+    private var invokes: [String: Task<Void, Never>] = [:]
+    private var pollTask: Task<Void, Never>?
+    private var hello: HelloOk?
+    private var connectedAtMs: Int64?
+    private(set) var status: SessionStatus
+    private var connectedWaiters: [CheckedContinuation<Void, Never>] = []
+    private var lastSeq: Int64?
+
+    public init(role: SessionRole, endpoint: GatewayEndpoint, credentials: GatewayCredentials, identity: DeviceIdentity,
+                instanceId: String, store: ClawStore, options: SessionOptions, commands: NodeCommandRegistry? = nil,
+                log: LogSink, onStatus: @escaping @Sendable (SessionStatus) -> Void = { _ in },
+                onEvent: @escaping @Sendable (EventFrame) -> Void = { _ in }) {
+        self.role = role
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.identity = identity
+        self.instanceId = instanceId
+        self.store = store
+        self.options = options
+        self.commands = commands
+        self.log = log
+        self.onStatus = onStatus
+        self.onEvent = onEvent
+        self.machine = ConnectionMachine(timing: options.timing)
+        self.epoch = clock.now
+        self.status = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .stopped, detail: "not started")
+    }
+
+    private var nowMs: Int64 {
+        let d = clock.now - epoch
+        return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    private var component: String { "gateway[\(endpoint.name)/\(role.rawValue)]" }
+
+    // MARK: lifecycle
+
+    public func start() {
+        guard pollTask == nil else { return }
+        setStatus(.connecting, "connecting to \(endpoint.url)")
+        perform(machine.handle(.start, nowMs: nowMs))
+        pollTask = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                await self?.poll()
+            }
+        }
+    }
+
+    public func stop() {
+        perform(machine.handle(.stop, nowMs: nowMs))
+        pollTask?.cancel()
+        pollTask = nil
+        teardownSocket()
+        setStatus(.stopped, "stopped")
+        for w in connectedWaiters { w.resume() }
+        connectedWaiters.removeAll()
+    }
+
+    /// Credentials changed (a new token or setup code): forget the pause and reconnect.
+    public func update(credentials: GatewayCredentials) {
+        self.credentials = credentials
+        if case .paused = machine.phase { perform(machine.handle(.start, nowMs: nowMs)) }
+    }
+
+    public func currentStatus() -> SessionStatus { status }
+    public func currentHello() -> HelloOk? { hello }
+    public var isConnected: Bool { machine.phase == .connected }
+
+    /// Waits until the session is connected, paused or stopped, or the timeout passes.
+    public func waitUntilSettled(timeout: Duration) async -> SessionStatus {
+        if settled { return status }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForSettle() }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+            self.releaseWaiters()
+        }
+        return status
+    }
+
+    private var settled: Bool {
+        switch status.state { case .connected, .paused, .stopped: return true; default: return false }
+    }
+
+    private func waitForSettle() async {
+        if settled { return }
+        await withCheckedContinuation { connectedWaiters.append($0) }
+    }
+
+    private func releaseWaiters() {
+        for w in connectedWaiters { w.resume() }
+        connectedWaiters.removeAll()
+    }
+
+    private func poll() {
+        perform(machine.handle(.poll, nowMs: nowMs, random: Double.random(in: 0..<1)))
+    }
+
+    // MARK: requests
+
+    /// Sends a request on the live socket and waits for its response payload.
+    public func request(_ method: String, params: JSONValue? = nil, timeoutMs: Int64? = nil) async throws -> JSONValue {
+        guard machine.phase == .connected, let socket else {
+            throw GatewayRequestError.notConnected(status.detail)
+        }
+        let id = UUID().uuidString.lowercased()
+        let text = try GatewayFrame.request(RequestFrame(id: id, method: method, params: params)).encodedString()
+        let limit = max(hello?.maxPayload ?? options.maxMessageBytes, 1024)
+        if text.utf8.count > limit { throw GatewayRequestError.tooLarge(bytes: text.utf8.count, limit: limit) }
+        let timeout = timeoutMs ?? options.requestTimeoutMs
+        let gen = generation
+        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<JSONValue, any Error>) in
+            pending[id] = cont
+            socket.send(.text(text))
+            if timeout > 0 {
+                Task { [weak self] in
+                    try? await Task.sleep(for: .milliseconds(timeout))
+                    await self?.expire(id, method: method, ms: timeout, generation: gen)
+                }
+            }
+        }
+    }
+
+    private func expire(_ id: String, method: String, ms: Int64, generation gen: Int) {
+        guard let cont = pending.removeValue(forKey: id) else { return }
+        cont.resume(throwing: GatewayRequestError.timedOut(method: method, ms: ms))
+    }
+
+    /// Fire-and-forget send on the current generation only.
+    private func send(_ frame: GatewayFrame, generation gen: Int) {
+        guard gen == generation, let socket, let text = try? frame.encodedString() else { return }
+        socket.send(.text(text))
+    }
+
+    // MARK: actions
+
+    private func perform(_ actions: [ConnectionAction]) {
+        for action in actions {
+            switch action {
+            case .openSocket:
+                openSocket()
+            case .sendConnect(let challenge, let version):
+                sendConnect(challenge, version)
+            case .closeSocket(let code, let reason):
+                socket?.close(code: code, reason: reason)
+                teardownSocket()
+            case .connected(let h):
+                connected(h)
+            case .disconnected(let reason):
+                log.log(.warning, component, "disconnected: \(reason)")
+                failPending()
+                cancelInvokes()
+            case .deleteStoredToken:
+                log.log(.warning, component, "the gateway rejected the stored device token; deleting it")
+                try? store.deleteToken(gateway: endpoint.name, role: role.rawValue)
+            case .pairingRequired(let req):
+                pairingRequired(req)
+            case .retry(let ms, let reason):
+                if machine.isPairing || status.state == .pairing {
+                    // Stay quiet while waiting for approval: the request id was already shown.
+                    log.log(.debug, component, "pairing: next try in \(formatSeconds(ms))")
+                } else {
+                    log.log(.info, component, "\(reason); retrying in \(formatSeconds(ms))")
+                    setStatus(.waiting, "\(reason); retrying in \(formatSeconds(ms))")
+                }
+            case .paused(let problem):
+                log.log(.error, component, problem.description)
+                var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .paused, detail: problem.summary)
+                s.nextStep = problem.nextStep
+                publish(s)
+            }
+        }
+    }
+
+    private func openSocket() {
+        teardownSocket()
+        if role == .operator, credentials.sharedToken == nil, credentials.password == nil,
+           (try? store.token(gateway: endpoint.name, role: role.rawValue)) == nil {
+            if credentials.bootstrapToken != nil {
+                // The setup code is single-use and belongs to the node; its handoff brings the operator token.
+                setStatus(.pairing, "waiting for the node session to finish pairing")
+                perform(machine.handle(.deferred(reason: "waiting for node pairing"), nowMs: nowMs))
+                return
+            }
+        }
+        generation += 1
+        let gen = generation
+        let url: WebSocketURL
+        do {
+            url = try WebSocketURL(parsing: endpoint.url)
+        } catch {
+            perform(machine.handle(.socketFailed(message: "bad gateway URL \(endpoint.url): \(error)", permanent: true), nowMs: nowMs))
+            return
+        }
+        var wsOptions = WebSocketClientOptions()
+        wsOptions.tlsPinSHA256 = endpoint.tlsFingerprint
+        wsOptions.allowInsecureRemote = endpoint.allowInsecure
+        wsOptions.maxMessageBytes = options.maxMessageBytes
+        wsOptions.pingInterval = .seconds(options.pingIntervalSeconds)
+        let client: WebSocketClient
+        do {
+            client = try WebSocketClient(url: url, options: wsOptions)
+        } catch {
+            perform(machine.handle(.socketFailed(message: "\(error)", permanent: true), nowMs: nowMs))
+            return
+        }
+        socket = client
+        if status.state != .pairing { setStatus(.connecting, "connecting to \(endpoint.url)") }
+        Task { [weak self] in
+            for await event in client.events {
+                await self?.socketEvent(event, generation: gen)
+            }
+        }
+        client.connect()
+    }
+
+    private func teardownSocket() {
+        socket = nil
+        connectRequestId = nil
+    }
+
+    private func resolveAuth() -> (ConnectAuth, usedBootstrap: Bool) {
+        let stored = try? store.token(gateway: endpoint.name, role: role.rawValue)
+        var auth = ConnectAuth()
+        var usedBootstrap = false
+        if let shared = credentials.sharedToken {
+            auth.token = shared
+        } else if role == .node, let bootstrap = credentials.bootstrapToken {
+            // A setup code that is still here has not been redeemed yet: it wins over a stored token.
+            auth.bootstrapToken = bootstrap
+            usedBootstrap = true
+        } else if let stored {
+            auth.token = stored.token
+        }
+        if let password = credentials.password { auth.password = password }
+        return (auth, usedBootstrap)
+    }
+
+    private func sendConnect(_ challenge: ConnectChallenge, _ version: SignatureVersion) {
+        let (auth, _) = resolveAuth()
+        sentAuth = auth
+        let isNode = role == .node
+        let client = ClientInfo(id: isNode ? "node-host" : options.operatorClientId, displayName: options.displayName,
+                                version: options.version, platform: SessionOptions.platform,
+                                deviceFamily: SessionOptions.deviceFamily, modelIdentifier: options.modelIdentifier,
+                                mode: isNode ? "node" : options.operatorClientMode, instanceId: instanceId)
+        let scopes = isNode ? [] : options.operatorScopes
+        let payload = DeviceAuthPayload.build(version: version == .v3 ? .v3 : .v2, deviceId: identity.deviceId,
+                                              clientId: client.id, clientMode: client.mode, role: role.rawValue,
+                                              scopes: scopes, signedAtMs: challenge.ts, token: auth.signatureToken,
+                                              nonce: challenge.nonce, platform: client.platform,
+                                              deviceFamily: client.deviceFamily)
+        let signature: String
+        do { signature = try identity.sign(payload) } catch {
+            perform(machine.handle(.socketFailed(message: "could not sign the connect request: \(error)", permanent: true), nowMs: nowMs))
+            return
+        }
+        let range = ConnectParams.protocolRange(for: role)
+        let params = ConnectParams(
+            minProtocol: range.lowerBound, maxProtocol: range.upperBound, client: client,
+            caps: isNode ? options.caps : nil, commands: isNode ? (commands?.declaredCommands ?? options.commands) : nil,
+            permissions: isNode ? options.permissions : nil, role: role.rawValue, scopes: scopes,
+            device: DeviceProof(id: identity.deviceId, publicKey: identity.publicKeyBase64URL, signature: signature,
+                                signedAt: challenge.ts, nonce: challenge.nonce),
+            auth: auth.isEmpty ? nil : auth, locale: options.locale, userAgent: "clawvoice/\(options.version)")
+        let id = UUID().uuidString.lowercased()
+        connectRequestId = id
+        guard let p = try? JSONValue(encoding: params) else { return }
+        send(.request(RequestFrame(id: id, method: GatewayMethod.connect, params: p)), generation: generation)
+    }
+
+    private func connected(_ h: HelloOk) {
+        hello = h
+        lastSeq = nil
+        connectedAtMs = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        if let token = h.auth.deviceToken {
+            try? store.saveToken(gateway: endpoint.name, role: role.rawValue, token: token, scopes: h.auth.scopes, nowMs: now)
+        }
+        if !h.auth.deviceTokens.isEmpty && trustedForHandoff {
+            for t in h.auth.deviceTokens where t.role == "node" || t.role == "operator" {
+                let scopes = t.role == "node" ? [] : t.scopes.filter {
+                    ["operator.admin", "operator.approvals", "operator.questions", "operator.read", "operator.talk.secrets",
+                     "operator.write", "operator.talk"].contains($0)
+                }
+                try? store.saveToken(gateway: endpoint.name, role: t.role, token: t.deviceToken, scopes: scopes, nowMs: now)
+            }
+        }
+        if credentials.bootstrapToken != nil, role == .node, h.auth.deviceToken != nil {
+            // Single use and short-lived: keep it no longer than pairing needs it.
+            try? store.clearBootstrapToken(gateway: endpoint.name)
+            credentials.bootstrapToken = nil
+        }
+        if let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+        log.log(.info, component, "connected (gateway \(h.serverVersion), protocol \(h.protocolVersion), tick \(formatSeconds(Int64(h.tickIntervalMs))))")
+        var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .connected,
+                              detail: "connected to \(endpoint.url)")
+        s.serverVersion = h.serverVersion
+        s.mainSessionKey = h.mainSessionKey
+        s.connectedAtMs = connectedAtMs
+        publish(s)
+    }
+
+    private var trustedForHandoff: Bool {
+        guard let url = try? WebSocketURL(parsing: endpoint.url) else { return false }
+        return url.secure || url.isLoopback || endpoint.allowInsecure
+    }
+
+    private func pairingRequired(_ req: PairingRequest) {
+        let first = status.state != .pairing || status.requestId != req.requestId
+        var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .pairing,
+                              detail: "waiting for approval on the gateway (\(req.reason ?? "not-paired"))")
+        s.requestId = req.requestId
+        if let id = req.requestId {
+            s.nextStep = "on the gateway host run: openclaw devices approve \(id)"
+        } else {
+            s.nextStep = "on the gateway host run: openclaw devices list, then openclaw devices approve <requestId>"
+        }
+        if first {
+            log.log(.warning, component, "pairing required (\(req.reason ?? "not-paired")), request \(req.requestId ?? "?"); \(s.nextStep ?? "")")
+        }
+        publish(s)
+    }
+
+    private func setStatus(_ state: SessionStatus.State, _ detail: String) {
+        var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: state, detail: detail)
+        if state == .pairing { s.requestId = status.requestId; s.nextStep = status.nextStep }
+        publish(s)
+    }
+
+    private func publish(_ s: SessionStatus) {
+        guard s != status else { return }
+        status = s
+        onStatus(s)
+        if settled { releaseWaiters() }
+    }
+
+    private func failPending() {
+        let all = pending
+        pending.removeAll()
+        for (_, c) in all { c.resume(throwing: GatewayRequestError.disconnected) }
+    }
+
+    private func cancelInvokes() {
+        for (_, t) in invokes { t.cancel() }
+        invokes.removeAll()
+    }
+
+    // MARK: inbound
+
+    private func socketEvent(_ event: WebSocketEvent, generation gen: Int) {
+        guard gen == generation else { return }  // a late callback from a replaced socket
+        switch event {
+        case .opened:
+            log.log(.debug, component, "socket open")
+        case .message(let message):
+            let frame: GatewayFrame
+            do {
+                switch message {
+                case .text(let s): frame = try GatewayFrame.decode(s)
+                case .binary(let b): frame = try GatewayFrame.decode(b)
+                }
+            } catch {
+                // A bad frame is logged and skipped; it still proves the gateway is alive.
+                log.log(.warning, component, "\(error); ignored")
+                perform(machine.handle(.inbound, nowMs: nowMs))
+                return
+            }
+            handle(frame, generation: gen)
+        case .closed(let code, let reason):
+            teardownSocket()
+            perform(machine.handle(.socketClosed(code: code, reason: reason), nowMs: nowMs, random: Double.random(in: 0..<1)))
+        case .failed(let error):
+            teardownSocket()
+            let permanent: Bool
+            if case .tlsPinMismatch = error { permanent = true } else { permanent = false }
+            perform(machine.handle(.socketFailed(message: "\(error)", permanent: permanent), nowMs: nowMs, random: Double.random(in: 0..<1)))
+        }
+    }
+
+    private func handle(_ frame: GatewayFrame, generation gen: Int) {
+        switch frame {
+        case .event(let e) where e.event == GatewayEvent.challenge:
+            guard machine.phase == .opening else { return }
+            guard let challenge = ConnectChallenge(payload: e.payload) else {
+                log.log(.warning, component, "connect.challenge without a usable nonce and ts; ignored")
+                return
+            }
+            perform(machine.handle(.challenge(challenge), nowMs: nowMs))
+        case .response(let r) where r.id == connectRequestId:
+            connectRequestId = nil
+            if r.ok, let h = HelloOk(payload: r.payload) {
+                perform(machine.handle(.helloOk(h), nowMs: nowMs))
+            } else {
+                let error = r.error ?? ErrorShape(code: "INVALID_REQUEST", message: "hello-ok payload not understood")
+                perform(machine.handle(.connectRejected(error), nowMs: nowMs, random: Double.random(in: 0..<1)))
+            }
+        case .response(let r):
+            perform(machine.handle(.inbound, nowMs: nowMs))
+            guard let cont = pending.removeValue(forKey: r.id) else {
+                log.log(.debug, component, "response for unknown request \(r.id); ignored")
+                return
+            }
+            if r.ok { cont.resume(returning: r.payload ?? .null) }
+            else { cont.resume(throwing: GatewayRequestError.failed(r.error ?? ErrorShape(code: "UNKNOWN", message: "failed"))) }
+        case .event(let e):
+            perform(machine.handle(.inbound, nowMs: nowMs))
+            guard machine.phase == .connected else { return }
+            if let seq = e.seq {
+                if let last = lastSeq, seq > last + 1 {
+                    log.log(.info, component, "event gap: expected seq \(last + 1), got \(seq)")
+                }
+                lastSeq = seq
+            }
+            switch e.event {
+            case GatewayEvent.tick:
+                break
+            case GatewayEvent.shutdown:
+                let s = ShutdownEvent(payload: e.payload)
+                log.log(.info, component, "gateway shutting down: \(s?.reason ?? "no reason")")
+                perform(machine.handle(.shutdownNotice(restartExpectedMs: s?.restartExpectedMs), nowMs: nowMs))
+            case GatewayEvent.nodeInvokeRequest where role == .node:
+                invoke(e.payload, generation: gen)
+            case GatewayEvent.nodeInvokeCancel where role == .node:
+                if let c = NodeInvokeCancel(payload: e.payload), let task = invokes.removeValue(forKey: c.invokeId) {
+                    log.log(.info, component, "invoke \(c.invokeId) cancelled by the gateway")
+                    task.cancel()
+                }
+            default:
+                onEvent(e)
+            }
+        case .request(let r):
+            perform(machine.handle(.inbound, nowMs: nowMs))
+            log.log(.debug, component, "unexpected request \(r.method) from the gateway; ignored")
+        case .cancel:
+            perform(machine.handle(.inbound, nowMs: nowMs))
+        }
+    }
+
+    private func invoke(_ payload: JSONValue?, generation gen: Int) {
+        guard let request = NodeInvokeRequest(payload: payload) else {
+            log.log(.warning, component, "node.invoke.request without id or command; ignored")
+            return
+        }
+        let nodeId = identity.deviceId
+        guard let commands else {
+            send(.request(RequestFrame(id: UUID().uuidString.lowercased(), method: GatewayMethod.nodeInvokeResult,
+                                       params: try? JSONValue(encoding: NodeInvokeResult.failure(id: request.id, nodeId: nodeId,
+                                           error: NodeInvokeError(code: .invalidRequest, message: "no commands"))))), generation: gen)
+            return
+        }
+        let timeoutMs = request.timeoutMs ?? 30_000
+        let task = Task { [weak self] in
+            let result: NodeInvokeResult = await withTaskGroup(of: NodeInvokeResult?.self) { group in
+                group.addTask { await commands.handle(request, nodeId: nodeId) }
+                if timeoutMs > 0 {
+                    group.addTask {
+                        try? await Task.sleep(for: .milliseconds(min(timeoutMs, Int64(Int32.max))))
+                        return Task.isCancelled ? nil : .failure(id: request.id, nodeId: nodeId,
+                            error: NodeInvokeError(code: .unavailable, message: "node invoke timed out"))
+                    }
+                }
+                var first: NodeInvokeResult?
+                for await r in group { if let r { first = r; break } }
+                group.cancelAll()
+                return first ?? .failure(id: request.id, nodeId: nodeId, error: NodeInvokeError(code: .unavailable, message: "invoke cancelled"))
+            }
+            await self?.finishInvoke(request, result, generation: gen)
+        }
+        invokes[request.id] = task
+    }
+
+    private func finishInvoke(_ request: NodeInvokeRequest, _ result: NodeInvokeResult, generation gen: Int) {
+        invokes.removeValue(forKey: request.id)
+        if !result.ok { log.log(.info, component, "\(request.command) → \(result.error?.message ?? "failed")") }
+        // Results go back only on the socket that received the request; a replaced socket's work is dropped.
+        guard let params = try? JSONValue(encoding: result) else { return }
+        send(.request(RequestFrame(id: UUID().uuidString.lowercased(), method: GatewayMethod.nodeInvokeResult, params: params)),
+             generation: gen)
+    }
+
+    /// Sends a `node.event` (node role only).
+    public func sendNodeEvent(_ event: String, payload: JSONValue) async throws -> JSONValue {
+        try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
+    }
+}

@@ -1,0 +1,313 @@
+// The command line: parses arguments, prints help, runs a command, maps every failure to one
+// line on stderr and a non-zero exit. The executable's main only calls `CLI.main`.
+
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import Store
+
+public enum CLI {
+    struct Command {
+        var name: String
+        var abstract: String
+        var usage: String
+        var details: String
+        /// Flag name → takes a value.
+        var flags: [String: Bool]
+        var maxPositionals: Int
+    }
+
+    static let global = """
+    Global options:
+      --config FILE       config file (default $XDG_CONFIG_HOME/clawvoice/config.json5; env CLAWVOICE_CONFIG)
+      --log-level LEVEL   debug, info, warning or error (default from the config, else info)
+      -h, --help          help for a command
+    """
+
+    static let commands: [Command] = [
+        Command(name: "pair", abstract: "Pair this device with an OpenClaw gateway (node and operator roles).",
+                usage: "clawvoice pair <setup-code>\n       clawvoice pair --url ws://HOST:18789 [--token TOKEN | --password PASSWORD]",
+                details: """
+                A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
+                oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
+                Without a code, give the gateway URL and its shared token or password.
+                pair then connects both roles and waits: when the gateway asks for approval it prints the
+                request id and the exact `openclaw devices approve <id>` command to run on the gateway host,
+                and finishes as soon as both roles are approved.
+
+                Options:
+                  --url URL                 ws:// (loopback only, unless --allow-insecure) or wss://
+                  --token TOKEN             the gateway's shared token (env CLAWVOICE_GATEWAY_TOKEN)
+                  --password PASSWORD       the gateway's password
+                  --name NAME               what to call this gateway locally (default: its host)
+                  --tls-fingerprint SHA256  pin the gateway's TLS certificate (64 hex; colons allowed)
+                  --allow-insecure          permit plain ws:// to a non-loopback host
+                  --timeout SECONDS         give up after this long (default: wait until approved)
+                """,
+                flags: ["--url": true, "--token": true, "--password": true, "--name": true, "--tls-fingerprint": true,
+                        "--allow-insecure": false, "--timeout": true], maxPositionals: 1),
+        Command(name: "run", abstract: "Run the node daemon: keep both sessions to the active gateway up.",
+                usage: "clawvoice run",
+                details: """
+                Connects as node and operator to the active gateway (the config's gateway.url, or the last one
+                paired), reconnects with backoff, and serves `clawvoice status` on the control socket.
+                Stops on SIGINT or SIGTERM. config/clawvoice.service runs it as a systemd user service.
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "status", abstract: "Show the daemon's connection state per role.",
+                usage: "clawvoice status [--json]",
+                details: "Asks the running daemon over its control socket.\n\nOptions:\n  --json   print the full status as JSON",
+                flags: ["--json": false], maxPositionals: 0),
+        Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
+                usage: "clawvoice gateways [list | use NAME | forget NAME]",
+                details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
+                flags: [:], maxPositionals: 2),
+        Command(name: "demo", abstract: "Run a loopback gateway here, pair with it, and send one chat message.",
+                usage: "clawvoice demo [--message TEXT]",
+                details: "Needs no OpenClaw install: the built-in gateway approves pairing by itself and echoes.",
+                flags: ["--message": true], maxPositionals: 0),
+    ]
+
+    static func topHelp() -> String {
+        var s = """
+        clawvoice \(ClawvoiceVersion.current): a voice node for OpenClaw gateways.
+
+        Usage: clawvoice <command> [options]
+
+        Commands:
+
+        """
+        for c in commands { s += "  \(c.name.padding(toLength: 10, withPad: " ", startingAt: 0))\(c.abstract)\n" }
+        s += "\nStart with `clawvoice pair <setup-code>`, then `clawvoice run`. Try it all locally: `clawvoice demo`.\n"
+        s += "`clawvoice <command> --help` explains each command.\n\n" + global + "\n"
+        return s
+    }
+
+    static func help(_ c: Command) -> String {
+        "\(c.abstract)\n\nUsage: \(c.usage)\n\n\(c.details)\n\n\(global)\n"
+    }
+
+    struct Parsed {
+        var command: Command
+        var flags: [String: String] = [:]
+        var positionals: [String] = []
+        var configFlag: String?
+        var logLevel: LogLevel?
+        var wantsHelp = false
+    }
+
+    struct UsageError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func parse(_ args: [String]) throws(UsageError) -> Parsed? {
+        var rest = args
+        var configFlag: String?
+        var logLevel: LogLevel?
+        var wantsHelp = false
+        var commandName: String?
+        var remaining: [String] = []
+        while !rest.isEmpty {
+            let a = rest.removeFirst()
+            switch a {
+            case "--config":
+                guard let v = rest.first else { throw UsageError(description: "--config needs a file") }
+                configFlag = v
+                rest.removeFirst()
+            case "--log-level":
+                guard let v = rest.first, let l = LogLevel(rawValue: v) else {
+                    throw UsageError(description: "--log-level needs one of debug, info, warning, error")
+                }
+                logLevel = l
+                rest.removeFirst()
+            case "-h", "--help":
+                wantsHelp = true
+            default:
+                if commandName == nil && !a.hasPrefix("-") { commandName = a } else { remaining.append(a) }
+            }
+        }
+        if commandName == "help" {
+            commandName = remaining.first
+            remaining = []
+            wantsHelp = true
+        }
+        guard let name = commandName else {
+            if let first = remaining.first { throw UsageError(description: "unknown option \(first) (see `clawvoice --help`)") }
+            return nil
+        }
+        guard let command = commands.first(where: { $0.name == name }) else {
+            throw UsageError(description: "unknown command '\(name)' (see `clawvoice --help`)")
+        }
+        var p = Parsed(command: command, configFlag: configFlag, logLevel: logLevel, wantsHelp: wantsHelp)
+        var i = 0
+        while i < remaining.count {
+            var a = remaining[i]
+            var inline: String?
+            if a.hasPrefix("--"), let eq = a.firstIndex(of: "=") {
+                inline = String(a[a.index(after: eq)...])
+                a = String(a[..<eq])
+            }
+            if a.hasPrefix("-") && a.count > 1 {
+                guard let takesValue = command.flags[a] else {
+                    throw UsageError(description: "\(name): unknown option \(a) (see `clawvoice \(name) --help`)")
+                }
+                if takesValue {
+                    if let inline { p.flags[a] = inline }
+                    else {
+                        guard i + 1 < remaining.count else { throw UsageError(description: "\(name): \(a) needs a value") }
+                        p.flags[a] = remaining[i + 1]
+                        i += 1
+                    }
+                } else {
+                    p.flags[a] = "true"
+                }
+            } else {
+                p.positionals.append(a)
+            }
+            i += 1
+        }
+        if p.positionals.count > command.maxPositionals {
+            throw UsageError(description: "\(name): unexpected argument '\(p.positionals[command.maxPositionals])' (see `clawvoice \(name) --help`)")
+        }
+        return p
+    }
+
+    /// Runs the CLI and returns the process exit status.
+    public static func main(_ args: [String], environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
+        if args == ["--version"] || args == ["-V"] || args == ["version"] {
+            print("clawvoice \(ClawvoiceVersion.current)")
+            return 0
+        }
+        let parsed: Parsed?
+        do { parsed = try parse(args) } catch {
+            fail(error.description)
+            return 2
+        }
+        guard let p = parsed else {
+            print(topHelp(), terminator: "")
+            return args.isEmpty ? 2 : 0
+        }
+        if p.wantsHelp {
+            print(help(p.command), terminator: "")
+            return 0
+        }
+        do {
+            let (config, paths) = try RuntimePaths.load(configFlag: p.configFlag, environment: environment)
+            let log = LogSink.stderr(minimum: p.logLevel ?? config.log.level)
+            return try await execute(p, config: config, paths: paths, log: log, environment: environment)
+        } catch {
+            fail("\(error)")
+            return 1
+        }
+    }
+
+    static func fail(_ line: String) {
+        FileHandle.standardError.write(Data("clawvoice: \(line)\n".utf8))
+    }
+
+    /// Unbuffered, so progress shows at once even when stdout is a pipe.
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+
+    }
+
+    static func execute(_ p: Parsed, config: ClawConfig, paths: RuntimePaths, log: LogSink,
+                        environment: [String: String]) async throws -> Int32 {
+        switch p.command.name {
+        case "pair":
+            var r = PairRequest()
+            r.setupCode = p.positionals.first
+            r.url = p.flags["--url"]
+            r.token = p.flags["--token"] ?? (r.url != nil ? config.gateway.token : nil)
+            r.password = p.flags["--password"]
+            r.name = p.flags["--name"]
+            r.allowInsecure = p.flags["--allow-insecure"] != nil || config.gateway.allowInsecure
+            if let fp = p.flags["--tls-fingerprint"] {
+                guard let n = TLSFingerprint.normalize(fp) else {
+                    throw UsageError(description: "pair: --tls-fingerprint must be a SHA-256 fingerprint (64 hex digits)")
+                }
+                r.tlsFingerprint = n
+            }
+            if let t = p.flags["--timeout"] {
+                guard let s = Double(t), s > 0 else { throw UsageError(description: "pair: --timeout needs a number of seconds") }
+                r.timeout = .milliseconds(Int64(s * 1000))
+            }
+            if r.setupCode != nil && r.url != nil {
+                throw UsageError(description: "pair: give either a setup code or --url, not both")
+            }
+            if r.setupCode == nil && r.url == nil {
+                throw UsageError(description: "pair: give a setup code or --url (see `clawvoice pair --help`)")
+            }
+            if r.token != nil && r.password != nil {
+                throw UsageError(description: "pair: give --token or --password, not both")
+            }
+            return try await PairingFlow.run(r, paths: paths, config: config, log: log, say: { say($0) })
+        case "run":
+            let daemon = try NodeDaemon(paths: paths, config: config, log: log)
+            try await daemon.run()
+            return 0
+        case "status":
+            let response = try ControlSocketClient.send(["cmd": "status"], path: paths.controlSocket)
+            if p.flags["--json"] != nil {
+                say(response.description)
+            } else {
+                say(formatStatus(response))
+            }
+            return 0
+        case "gateways":
+            return try gateways(p, paths: paths)
+        case "demo":
+            return try await Demo.run(message: p.flags["--message"] ?? "Hello from clawvoice", log: log, say: { say($0) })
+        default:
+            throw UsageError(description: "unknown command \(p.command.name)")
+        }
+    }
+
+    static func formatStatus(_ r: JSONValue) -> String {
+        var lines: [String] = []
+        let g = r["gateway"]
+        lines.append("gateway \(g?["name"]?.stringValue ?? "?") (\(g?["url"]?.stringValue ?? "?"))")
+        for role in ["node", "operator"] {
+            guard let s = r["sessions"]?[role] else { continue }
+            var line = "  \(role.padding(toLength: 9, withPad: " ", startingAt: 0)) \(s["state"]?.stringValue ?? "?"): \(s["detail"]?.stringValue ?? "")"
+            if let next = s["nextStep"]?.stringValue { line += "\n            → \(next)" }
+            lines.append(line)
+        }
+        if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
+        return lines.joined(separator: "\n")
+    }
+
+    static func gateways(_ p: Parsed, paths: RuntimePaths) throws -> Int32 {
+        let store = try openStore(paths)
+        let action = p.positionals.first ?? "list"
+        switch action {
+        case "list":
+            let all = try store.gateways()
+            if all.isEmpty {
+                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token TOKEN`.")
+                return 0
+            }
+            for g in all {
+                let roles = try store.tokens(gateway: g.name).map(\.role).sorted()
+                let pin = g.tlsFingerprint.map { " pinned \($0.prefix(16))…" } ?? ""
+                say("\(g.isActive ? "*" : " ") \(g.name)  \(g.url)  tokens: \(roles.isEmpty ? "none" : roles.joined(separator: ","))\(pin)")
+            }
+            return 0
+        case "use", "forget":
+            guard p.positionals.count == 2 else { throw UsageError(description: "gateways \(action) needs a gateway NAME") }
+            let name = p.positionals[1]
+            guard try store.gateway(named: name) != nil else {
+                throw UsageError(description: "no gateway named '\(name)' (see `clawvoice gateways`)")
+            }
+            if action == "use" {
+                try store.setActiveGateway(name: name)
+                say("Active gateway: \(name). Restart the daemon to switch.")
+            } else {
+                try store.deleteGateway(name: name)
+                say("Forgot \(name): its tokens and pin are deleted.")
+            }
+            return 0
+        default:
+            throw UsageError(description: "gateways: unknown action '\(action)' (list, use NAME, forget NAME)")
+        }
+    }
+}
