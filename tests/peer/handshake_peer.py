@@ -190,7 +190,7 @@ async def main(binary):
         before = len(peer.connects)
         env2 = dict(env)
         env2.pop("CLAWVOICE_GATEWAY_TOKEN", None)
-        code, out = await run_node(binary, env2, ["pair", "--url", url, "--name", "127.0.0.1", "--timeout", "20"])
+        code, out = await run_node(binary, env2, ["pair", "--url", url, "--timeout", "20"])
         check("reconnect with stored tokens exits 0", code == 0, out[-400:])
         for (role, params, nonce, ts, origin, frame) in peer.connects[before:]:
             check_connect(f"reconnect {role}", role, params, nonce, ts, origin, frame, peer.tokens.get(role, "?"))
