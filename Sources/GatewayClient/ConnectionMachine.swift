@@ -102,6 +102,7 @@ public struct ConnectionMachine: Sendable {
     private var lastInboundMs: Int64 = 0
     private var pairingSinceMs: Int64?
     private var restartHintMs: Int64?
+    private var sawShutdown = false
 
     public init(timing: ConnectionTiming = ConnectionTiming()) {
         self.timing = timing
@@ -137,6 +138,7 @@ public struct ConnectionMachine: Sendable {
             backoff.reset()
             pairingSinceMs = nil
             restartHintMs = nil
+            sawShutdown = false
             tickIntervalMs = Int64(max(hello.tickIntervalMs, 1))
             lastInboundMs = nowMs
             return [.connected(hello)]
@@ -156,11 +158,16 @@ public struct ConnectionMachine: Sendable {
 
         case (.shutdownNotice(let ms), _):
             restartHintMs = ms
+            sawShutdown = true
             return []
 
         case (.socketClosed(let code, let reason), .connected):
-            let why = code == 1012 ? "gateway restarting" : "connection closed (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))"
-            if code == 1012 {
+            // libwebsockets 4.1 rewrites a received 1012–1015 to 1002 before we see it, so the
+            // `shutdown` event that precedes the close is what marks an orderly restart.
+            let restarting = code == 1012 || sawShutdown
+            sawShutdown = false
+            let why = restarting ? "gateway restarting" : "connection closed (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))"
+            if restarting {
                 // An orderly restart: come back as soon as it is expected to be up, not after a long backoff.
                 backoff.reset()
                 let delay = min(max(restartHintMs ?? timing.backoffBaseMs, timing.backoffBaseMs), timing.backoffMaxMs)

@@ -73,6 +73,7 @@ public actor LoopbackGateway {
     private var pending: [String: PendingPairing] = [:]
     private var bootstrapTokens: Set<String> = []
     private var invokeWaiters: [String: CheckedContinuation<NodeInvokeResult, any Error>] = [:]
+    private var lastInvoke: String?
     private var recorded: [(role: String, frame: RequestFrame)] = []
     var chatSeen: [String: JSONValue] = [:]   // idempotencyKey → send response
     var history: [String: [JSONValue]] = [:]  // sessionKey → messages
@@ -211,6 +212,7 @@ public actor LoopbackGateway {
                                         timeoutMs: timeoutMs, idempotencyKey: UUID().uuidString)
         var payload = request.payload
         if paramsJSON == nil, case .object(var o) = payload { o["paramsJSON"] = .null; payload = .object(o) }
+        lastInvoke = id
         sendEvent("node.invoke.request", payload, to: node.id, seq: false)
         return try await withCheckedThrowingContinuation { cont in
             invokeWaiters[id] = cont
@@ -220,6 +222,9 @@ public actor LoopbackGateway {
             }
         }
     }
+
+    /// The id of the most recent invoke sent to a node.
+    public func lastInvokeId() -> String? { lastInvoke }
 
     /// Sends `node.invoke.cancel` with the newest (`invokeId`) or the older (`id`) key.
     public func cancelInvoke(_ id: String, legacyKey: Bool = false) {
