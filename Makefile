@@ -1,0 +1,58 @@
+# clawvoice: `make demo` and `make test` are the only two commands a newcomer needs.
+# Both install any missing Debian packages first (apt-get; root or sudo), then build and run.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+# Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
+APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SWIFT_FLAGS ?=
+PEER_VENV := tests/peer/.venv
+FUZZ_SECONDS ?= 30
+
+.PHONY: build deps test demo peer-test fuzz release clean help
+
+help:
+	@echo "make demo    install what is missing, build, run clawvoice against a loopback gateway"
+	@echo "make test    install what is missing, build, run every test (unit, integration, peer, fuzz)"
+	@echo "make build   debug build;  make release: optimised build"
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+release: deps
+	swift build -c release $(SWIFT_FLAGS)
+
+demo: build
+	swift run $(SWIFT_FLAGS) clawvoice demo
+
+$(PEER_VENV)/.ready: tests/peer/requirements.txt
+	python3 -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install -q --disable-pip-version-check -r tests/peer/requirements.txt
+	touch $@
+
+peer-test: build $(PEER_VENV)/.ready
+	$(PEER_VENV)/bin/python tests/peer/handshake_peer.py "$$(swift build $(SWIFT_FLAGS) --show-bin-path)/clawvoice"
+
+fuzz: deps
+	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# The Swift test run goes last so its summary closes the output.
+test: deps $(PEER_VENV)/.ready
+	swift build --build-tests $(SWIFT_FLAGS)
+	$(MAKE) --no-print-directory peer-test
+	$(MAKE) --no-print-directory fuzz
+	swift test --skip-build $(SWIFT_FLAGS)
+
+clean:
+	rm -rf .build $(PEER_VENV)
