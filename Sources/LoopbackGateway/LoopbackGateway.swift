@@ -82,6 +82,8 @@ public actor LoopbackGateway {
     var triggers: [String]
     private let startedAt = Date()
     public var ticksStalled = false
+    private var startingConnects = 0
+    private var startingRetryAfterMs: Int64 = 0
     private let log: @Sendable (String) -> Void
 
     public init(configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }) {
@@ -182,6 +184,12 @@ public actor LoopbackGateway {
     }
 
     public func connectionCount() -> Int { connections.count }
+
+    /// Answers the next `count` connects with `UNAVAILABLE` "gateway starting" and close 1013.
+    public func simulateStartup(connects count: Int, retryAfterMs: Int64) {
+        startingConnects = count
+        startingRetryAfterMs = retryAfterMs
+    }
 
     /// Stops (or resumes) every frame the gateway would send on its own, as a hung gateway does.
     public func stallTicks(_ stalled: Bool) { ticksStalled = stalled }
@@ -357,6 +365,13 @@ public actor LoopbackGateway {
     private func handshake(_ req: RequestFrame, _ conn: Connection) {
         guard req.method == "connect" else {
             reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "invalid handshake: first request must be connect"))
+            return
+        }
+        if startingConnects > 0 {
+            startingConnects -= 1
+            reject(req, conn, ErrorShape(code: "UNAVAILABLE", message: "gateway starting; retry shortly",
+                                         details: ["reason": "startup-sidecars"], retryable: true,
+                                         retryAfterMs: startingRetryAfterMs), close: 1013, reason: "gateway starting")
             return
         }
         if let origin = conn.origin {

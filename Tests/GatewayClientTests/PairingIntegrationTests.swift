@@ -183,4 +183,38 @@ import WebSocketTransport
         await bad.stop()
         await g.stop()
     }
+
+    @Test func `a starting gateway is retried after its retryAfterMs`() async throws {
+        let h = try Harness()
+        defer { h.cleanup() }
+        let g = try await gateway { $0.autoApprove = true }
+        await g.simulateStartup(connects: 2, retryAfterMs: 150)
+        let url = await g.url
+        try h.addGateway(url, token: "shared-t")
+        let node = h.session(.node, url: url, credentials: GatewayCredentials(sharedToken: "shared-t"))
+        await node.start()
+        #expect(await eventually("connected once started") { await node.isConnected })
+        #expect(h.log.all.filter { $0.contains("gateway starting") && $0.contains("retrying in 0.1") }.count == 2)
+        await node.stop()
+        await g.stop()
+    }
+
+    @Test func `password gateways accept the password and name a wrong one`() async throws {
+        let h = try Harness()
+        defer { h.cleanup() }
+        let g = try await gateway { $0.autoApprove = true; $0.auth = .password("hunter2") }
+        let url = await g.url
+        try h.addGateway(url, password: "hunter2")
+        let node = h.session(.node, url: url, credentials: GatewayCredentials(password: "hunter2"))
+        await node.start()
+        #expect(await eventually("connected with password") { await node.isConnected })
+        await node.stop()
+        try h.addGateway(url, name: "lb2", password: "nope")
+        let bad = h.session(.node, url: url, name: "lb2", credentials: GatewayCredentials(password: "nope"))
+        await bad.start()
+        #expect(await eventually("paused") { await bad.currentStatus().state == .paused })
+        #expect(await bad.currentStatus().detail.contains("AUTH_PASSWORD_MISMATCH"))
+        await bad.stop()
+        await g.stop()
+    }
 }
