@@ -201,7 +201,9 @@ public enum CLI {
     }
 
     static func fail(_ line: String) {
-        FileHandle.standardError.write(Data("clawvoice: \(line)\n".utf8))
+        // One line whatever the error says, so scripts and journald see one record.
+        let oneLine = line.split(whereSeparator: \.isNewline).joined(separator: " ")
+        FileHandle.standardError.write(Data("clawvoice: \(oneLine)\n".utf8))
     }
 
     /// Unbuffered, so progress shows at once even when stdout is a pipe.

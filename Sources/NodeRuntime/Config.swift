@@ -52,7 +52,10 @@ public struct ClawConfig: Sendable, Equatable {
 /// A config that cannot be used, as one line naming the file and the place.
 public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// Newlines (a key can contain an escaped one) are shown as `\n` so the error stays one line.
+    public init(_ message: String) {
+        self.message = message.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+    }
     public var description: String { message }
 }
 
@@ -78,6 +81,7 @@ extension ClawConfig {
         var c = ClawConfig()
         for (key, value) in top.sorted(by: { $0.key < $1.key }) {
             if key == "stateDir" {
+                if value == .null { continue }
                 guard let s = value.stringValue else { throw ConfigError("\(file): stateDir must be a string") }
                 c.stateDir = s
                 continue

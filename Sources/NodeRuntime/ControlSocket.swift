@@ -11,6 +11,7 @@ public enum ControlSocketError: Error, Sendable, CustomStringConvertible {
     case pathTooLong(String)
     case call(String, Int32, String)
     case daemonNotRunning(String)
+    case alreadyRunning(String)
     case badResponse
 
     public var description: String {
@@ -18,6 +19,7 @@ public enum ControlSocketError: Error, Sendable, CustomStringConvertible {
         case .pathTooLong(let p): return "control socket path is too long: \(p)"
         case .call(let c, let e, let p): return "\(c) on \(p): \(String(cString: strerror(e)))"
         case .daemonNotRunning(let p): return "the clawvoice daemon is not running (no control socket at \(p)); start it with `clawvoice run`"
+        case .alreadyRunning(let p): return "another clawvoice daemon is already running (it answers on \(p)); stop it first or check it with `clawvoice status`"
         case .badResponse: return "the daemon sent a response that is not JSON"
         }
     }
@@ -53,7 +55,7 @@ public final class ControlSocketServer: @unchecked Sendable {
         // A socket file left by a daemon that died: remove it if nobody answers on it.
         if FileManager.default.fileExists(atPath: path) {
             if (try? ControlSocketClient.send(["cmd": "ping"], path: path, timeoutSeconds: 1)) != nil {
-                throw .call("bind", EADDRINUSE, path)
+                throw .alreadyRunning(path)
             }
             unlink(path)
         }

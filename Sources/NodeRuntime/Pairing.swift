@@ -101,7 +101,7 @@ public enum PairingFlow {
         } else if let url = request.url {
             let parsed = try WebSocketURL(parsing: url)
             if !parsed.secure && !parsed.isLoopback && !request.allowInsecure {
-                throw WebSocketError.insecureTransportRefused(host: parsed.host)
+                throw ConfigError("refusing unencrypted ws:// to non-loopback host \(parsed.host): use wss:// (with --tls-fingerprint) or pass --allow-insecure")
             }
             record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: url), url: url, tlsFingerprint: request.tlsFingerprint,
                                    allowInsecure: request.allowInsecure, sharedToken: request.token, password: request.password,
