@@ -7,25 +7,41 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "clawvoice", targets: ["clawvoice"]),
+        .executable(name: "clawvoice-bench", targets: ["clawvoice-bench"]),
     ],
     targets: [
         // C edges: one thin modulemap per Debian library, nothing else.
         .systemLibrary(name: "CSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CWebsockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "COpusEnc", pkgConfig: "libopusenc", providers: [.apt(["libopusenc-dev"])]),
+        .systemLibrary(name: "COpusFile", pkgConfig: "opusfile", providers: [.apt(["libopusfile-dev"])]),
+        .systemLibrary(name: "CMpg123", pkgConfig: "libmpg123", providers: [.apt(["libmpg123-dev"])]),
+        .systemLibrary(name: "CEspeak", pkgConfig: "espeak-ng", providers: [.apt(["libespeak-ng-dev"])]),
+        .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
+        .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
 
         .target(name: "GatewayProtocol", dependencies: ["CSSL"]),
         .target(name: "WebSocketTransport", dependencies: ["CWebsockets", "CSSL"]),
         .target(name: "Store", dependencies: ["CSQLite", "GatewayProtocol"]),
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
-        .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport"]),
-        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway"]),
+        .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
+        .target(name: "Buttons", dependencies: ["CEvdev"]),
+        .target(name: "Talk", dependencies: ["Audio", "Buttons", "GatewayProtocol", "GatewayClient", "Store"]),
+        .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
+        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
+        .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
 
         .testTarget(name: "GatewayProtocolTests", dependencies: ["GatewayProtocol"]),
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
         .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol"]),
+        .testTarget(name: "AudioTests", dependencies: ["Audio"]),
+        .testTarget(name: "ButtonsTests", dependencies: ["Buttons"]),
+        .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )

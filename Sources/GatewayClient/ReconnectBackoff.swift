@@ -24,7 +24,8 @@ public struct ReconnectBackoff: Sendable, Equatable {
     public mutating func nextDelayMs(unit: Double) -> Int64 {
         let nominal = nominalDelayMs
         failures += 1
-        let jitter = Int64(Double(nominal) * jitterFraction * min(max(unit, 0), 1))
+        let u = unit.isNaN ? 0 : min(max(unit, 0), 1)
+        let jitter = Int64(Double(nominal) * jitterFraction * u)
         return min(maxMs, nominal + jitter)
     }
 

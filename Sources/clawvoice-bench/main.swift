@@ -1,0 +1,1 @@
+print("clawvoice-bench: not yet")
