@@ -54,9 +54,9 @@ test: deps $(PEER_VENV)/.ready
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory fuzz
-	@set -o pipefail; swift test --skip-build $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; \
-	n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
-	echo "swift-test: $${n:-0} passed, 0 failed"
+	@set -o pipefail; swift test --skip-build $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log && { \
+	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
+	  echo "swift-test: $${n:-0} passed, 0 failed"; }
 
 clean:
 	rm -rf .build $(PEER_VENV)
