@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
-        .target(name: "Talk", dependencies: ["Audio", "Buttons", "GatewayProtocol", "GatewayClient", "Store"]),
+        .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
