@@ -1,0 +1,29 @@
+// What Talk needs from the gateway: requests on the operator session, and whether it is up.
+
+import Foundation
+import GatewayClient
+import GatewayProtocol
+
+/// The operator side of the gateway link, as Talk uses it. GatewaySession is the real one.
+public protocol OperatorChannel: Sendable {
+    func request(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> JSONValue
+    /// Whether the session is connected right now.
+    func connected() async -> Bool
+    /// `features.methods` from the last hello-ok (empty when unknown).
+    func advertisedMethods() async -> [String]
+    /// The gateway's main session key, when it named one.
+    func mainSessionKey() async -> String?
+}
+
+extension GatewaySession: OperatorChannel {
+    public func connected() async -> Bool { isConnected }
+    public func advertisedMethods() async -> [String] { currentHello()?.methods ?? [] }
+    public func mainSessionKey() async -> String? { currentHello()?.mainSessionKey }
+}
+
+/// Whether an error from the gateway means "this method is not here" rather than a failure of the call.
+func isMethodUnavailable(_ error: any Error) -> Bool {
+    guard case GatewayRequestError.failed(let shape) = error else { return false }
+    if shape.code == "UNAVAILABLE" { return true }
+    return shape.code == "INVALID_REQUEST" && shape.message.lowercased().contains("unknown method")
+}

@@ -1,0 +1,356 @@
+// The talk turn for push-to-talk: a PTT command opens a capture on the live microphone
+// frames (with pre-roll), streams it to the transcription relay, keeps an Ogg Opus voice
+// note, and on stop turns it into `{captureId, transcript?, status}`; a queued turn goes to
+// chat.send and its reply is spoken. TalkController carries out what PTTMachine decides.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+
+public struct TalkConfig: Sendable, Equatable {
+    /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
+    public var silenceTimeoutMs = 900
+    /// `once` ends here at the latest, as on the iPhone.
+    public var onceMaxMs = 12_000
+    /// Hard cap for a held capture.
+    public var captureMaxMs = 60_000
+    /// Audio from before the command that the capture starts with (0–2000 ms).
+    public var preRollMs = 300
+    public var opusBitrate = 20_000
+    public var opusComplexity = 5
+    /// Where voice notes of recent captures are kept (nil: not written to disk).
+    public var voiceNoteDirectory: String?
+    public var keepVoiceNotes = 20
+    /// The chat session turns go to; nil means the gateway's main session.
+    public var sessionKey: String?
+    public var replyTimeoutMs: Int64 = 120_000
+    public var speakReplies = true
+    public init() {}
+}
+
+/// What the microphone looks like right now, for refusing a start with a reason.
+public enum MicrophoneState: Sendable, Equatable {
+    case live
+    case unavailable(String)
+}
+
+public actor TalkController {
+    private var machine = PTTMachine()
+    private let channel: any OperatorChannel
+    private let speech: SpeechOutput
+    private let log: LogSink
+    private var config: TalkConfig
+    private var microphone: MicrophoneState = .unavailable("not started")
+    private var preRoll: PreRollBuffer
+
+    private struct Capture {
+        var id: String
+        var once: Bool
+        var pcm: [Int16] = []
+        var uplink: RelayUplink?
+        var endpointer: Endpointer
+        var startedAt: ContinuousClock.Instant
+        var firstFrameAt: ContinuousClock.Instant?
+        var sessionKey: String?
+    }
+    private var capture: Capture?
+    private var endWaiters: [String: [CheckedContinuation<PTTResult, Never>]] = [:]
+    private var replyWaiters: [String: ReplyWaiter] = [:]
+    /// Bumped by cancel and session switches: late results of an older generation are dropped.
+    private var generation = 0
+    public private(set) var lastVoiceNote: [UInt8]?
+    public private(set) var lastTiming: CaptureTiming?
+    public private(set) var lastSpeech: SpeechReport?
+
+    /// Latency marks of the last capture, for the bench.
+    public struct CaptureTiming: Sendable {
+        public var startToFirstFrame: Duration?
+        public var stopToLastUplinkCall: Duration?
+    }
+
+    final class ReplyWaiter: @unchecked Sendable {
+        var text = ""
+        var done = false
+        var continuation: CheckedContinuation<String?, Never>?
+    }
+
+    public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink) {
+        self.channel = channel
+        self.speech = speech
+        self.config = config
+        self.log = log
+        self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
+    }
+
+    public func update(config: TalkConfig) {
+        self.config = config
+        preRoll = PreRollBuffer(milliseconds: config.preRollMs)
+    }
+
+    public func setMicrophone(_ state: MicrophoneState) {
+        microphone = state
+        if case .unavailable(let why) = state, let c = capture {
+            log.log(.warning, "talk", "microphone lost during capture \(c.id): \(why)")
+        }
+    }
+
+    public var activeCaptureId: String? { machine.activeCaptureId }
+    public var phase: PTTMachine.Phase { machine.phase }
+
+    // MARK: commands
+
+    public func start() async throws(PTTError) -> String {
+        let fresh = UUID().uuidString
+        switch machine.start(freshId: fresh) {
+        case .alreadyActive(let id): return id
+        case .alreadyStarting: throw .alreadyStarting
+        case .begin(let id):
+            try await open(id, once: false)
+            return id
+        }
+    }
+
+    public func stop() async -> PTTResult {
+        let fresh = UUID().uuidString
+        switch machine.stop(freshId: fresh) {
+        case .idle(let id): return PTTResult(captureId: id, status: .idle)
+        case .join(let id): return await waitEnd(id)
+        case .end(let id):
+            Task { await self.end(id) }
+            return await waitEnd(id)
+        }
+    }
+
+    public func cancel() async -> PTTResult {
+        let fresh = UUID().uuidString
+        switch machine.cancel(freshId: fresh) {
+        case .idle(let id): return PTTResult(captureId: id, status: .idle)
+        case .discard(let id):
+            await discard(id)
+            return PTTResult(captureId: id, status: .cancelled)
+        }
+    }
+
+    public func once() async throws(PTTError) -> PTTResult {
+        let fresh = UUID().uuidString
+        switch machine.once(freshId: fresh) {
+        case .busy(let id): return PTTResult(captureId: id, status: .busy)
+        case .begin(let id):
+            try await open(id, once: true)
+            return await waitEnd(id)
+        }
+    }
+
+    /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
+    public func interrupt(reason: String) async {
+        generation += 1
+        if let id = machine.activeCaptureId {
+            _ = machine.cancel(freshId: id)
+            await discard(id)
+            log.log(.info, "talk", "capture \(id) cancelled: \(reason)")
+        }
+        for (_, w) in replyWaiters { w.done = true; w.continuation?.resume(returning: nil); w.continuation = nil }
+        replyWaiters.removeAll()
+        await speech.stop()
+    }
+
+    private func open(_ id: String, once: Bool) async throws(PTTError) {
+        guard await channel.connected() else {
+            machine.startFailed(id)
+            throw .gatewayNotConnected("reconnecting")
+        }
+        if case .unavailable(let why) = microphone {
+            machine.startFailed(id)
+            throw .microphone(why)
+        }
+        // A new capture silences the assistant; no interruption is recorded (iPhone behaviour).
+        await speech.stop()
+        let key: String?
+        if let k = config.sessionKey { key = k } else { key = await channel.mainSessionKey() }
+        let uplink = RelayUplink(channel: channel, sessionKey: key, log: log, opusBitrate: config.opusBitrate,
+                                 opusComplexity: config.opusComplexity)
+        await uplink.start()
+        var c = Capture(id: id, once: once, uplink: uplink,
+                        endpointer: Endpointer(silenceTimeoutMs: config.silenceTimeoutMs,
+                                               maxCaptureMs: once ? config.onceMaxMs : config.captureMaxMs),
+                        startedAt: ContinuousClock.now, sessionKey: key)
+        for frame in preRoll.drain() {
+            c.pcm += frame.samples
+            await uplink.append(frame)
+        }
+        capture = c
+        machine.started(id)
+        log.log(.info, "talk", "capture \(id) started\(once ? " (once)" : "")")
+    }
+
+    /// One 20 ms microphone frame (16 kHz mono), delivered in order by the daemon's capture loop.
+    public func micFrame(_ frame: PCMBuffer) async {
+        guard var c = capture else {
+            preRoll.append(frame)
+            return
+        }
+        if c.firstFrameAt == nil { c.firstFrameAt = ContinuousClock.now }
+        c.pcm += frame.samples
+        let event = c.endpointer.feed(frame)
+        capture = c
+        await c.uplink?.append(frame)
+        if case .endOfUtterance(let reason)? = event {
+            // `once` ends on silence after speech; a held capture only at its hard cap.
+            if c.once || reason == .maxDuration {
+                log.log(.info, "talk", "capture \(c.id) ends: \(reason)")
+                if case .end(let id) = machine.stop(freshId: c.id) {
+                    Task { await self.end(id) }
+                }
+            }
+        }
+    }
+
+    /// A gateway event for Talk: transcripts from the relay, chat for replies.
+    public func handle(_ event: EventFrame) async {
+        switch event.event {
+        case GatewayEvent.talkEvent:
+            if let t = TalkTranscriptEvent(payload: event.payload), let uplink = capture?.uplink ?? endingUplink {
+                await uplink.handle(t)
+            }
+        case GatewayEvent.chat:
+            guard let c = ChatEvent(payload: event.payload), let w = replyWaiters[c.runId] else { return }
+            switch c.state {
+            case .delta:
+                if let d = c.deltaText { w.text = c.replace ? d : w.text + d } else if let m = c.messageText { w.text = m }
+            case .final:
+                if let m = c.messageText { w.text = m }
+                finishReply(c.runId, w.text)
+            case .aborted, .error:
+                finishReply(c.runId, w.text.isEmpty ? nil : w.text)
+            case .status:
+                break
+            }
+        default:
+            break
+        }
+    }
+
+    private var endingUplink: RelayUplink?
+
+    private func finishReply(_ runId: String, _ text: String?) {
+        guard let w = replyWaiters.removeValue(forKey: runId) else { return }
+        w.done = true
+        w.continuation?.resume(returning: text)
+        w.continuation = nil
+    }
+
+    // MARK: ending
+
+    private func waitEnd(_ id: String) async -> PTTResult {
+        await withCheckedContinuation { endWaiters[id, default: []].append($0) }
+    }
+
+    private func resolve(_ id: String, _ result: PTTResult) {
+        machine.finished(id)
+        let waiters = endWaiters.removeValue(forKey: id) ?? []
+        for w in waiters { w.resume(returning: result) }
+    }
+
+    private func discard(_ id: String) async {
+        let c = capture?.id == id ? capture : nil
+        if c != nil { capture = nil }
+        if let uplink = c?.uplink { await uplink.cancel() }
+        resolve(id, PTTResult(captureId: id, status: .cancelled))
+    }
+
+    private func end(_ id: String) async {
+        guard let c = capture, c.id == id else { return }
+        capture = nil
+        let gen = generation
+        let stoppedAt = ContinuousClock.now
+        endingUplink = c.uplink
+        let outcome = await c.uplink?.finish() ?? .unavailable("no uplink")
+        endingUplink = nil
+        var timing = CaptureTiming(startToFirstFrame: c.firstFrameAt.map { $0 - c.startedAt })
+        if let last = await c.uplink?.lastSendAt { timing.stopToLastUplinkCall = last - stoppedAt }
+        lastTiming = timing
+        let pcm = PCMBuffer(format: .voice, samples: c.pcm)
+        let note = try? OggOpusVoiceNote.encode(pcm, bitrate: config.opusBitrate)
+        lastVoiceNote = note
+        if let note { saveVoiceNote(note, id: id) }
+        guard gen == generation, endWaiters[id] != nil || machine.activeCaptureId == id else {
+            resolve(id, PTTResult(captureId: id, status: .cancelled))
+            return
+        }
+        switch outcome {
+        case .transcript(let text?) where !text.isEmpty:
+            resolve(id, PTTResult(captureId: id, transcript: text, status: .queued))
+            Task { await self.deliver(message: text, attachment: nil, sessionKey: c.sessionKey, generation: gen) }
+        case .transcript:
+            resolve(id, PTTResult(captureId: id, status: .empty))
+        case .unavailable(let why):
+            // No transcription here or at the gateway: the voice note is the whole message.
+            guard pcm.durationMilliseconds >= 200, let note else {
+                resolve(id, PTTResult(captureId: id, status: .empty))
+                return
+            }
+            log.log(.info, "talk", "sending capture \(id) as a voice note: \(why)")
+            resolve(id, PTTResult(captureId: id, status: .queued))
+            let attachment: JSONValue = ["type": "audio", "mimeType": "audio/ogg", "fileName": .string("\(id).opus"),
+                                         "content": .string(Data(note).base64EncodedString()),
+                                         "sizeBytes": .number(Double(note.count)),
+                                         "durationMs": .number(pcm.durationMilliseconds.rounded())]
+            Task { await self.deliver(message: "", attachment: attachment, sessionKey: c.sessionKey, generation: gen) }
+        }
+    }
+
+    private func saveVoiceNote(_ note: [UInt8], id: String) {
+        guard let dir = config.voiceNoteDirectory else { return }
+        let fm = FileManager.default
+        try? fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = dir + "/\(id).opus"
+        fm.createFile(atPath: path, contents: Data(note), attributes: [.posixPermissions: 0o600])
+        // Keep only the newest few: they are for debugging and for re-sending, not an archive.
+        if let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > config.keepVoiceNotes {
+            let dated = names.compactMap { n -> (String, Date)? in
+                guard let d = (try? fm.attributesOfItem(atPath: dir + "/" + n))?[.modificationDate] as? Date else { return nil }
+                return (n, d)
+            }.sorted { $0.1 < $1.1 }
+            for (n, _) in dated.prefix(names.count - config.keepVoiceNotes) { try? fm.removeItem(atPath: dir + "/" + n) }
+        }
+    }
+
+    /// Sends the turn and speaks the reply. (The durable outbox replaces the direct send later.)
+    private func deliver(message: String, attachment: JSONValue?, sessionKey: String?, generation gen: Int) async {
+        let key: String
+        if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
+        let idem = UUID().uuidString.lowercased()
+        let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
+                                    attachments: attachment.map { [$0] })
+        let waiter = ReplyWaiter()
+        replyWaiters[idem] = waiter
+        do {
+            let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
+            if let runId = ack["runId"]?.stringValue, runId != idem {
+                replyWaiters.removeValue(forKey: idem)
+                replyWaiters[runId] = waiter
+            }
+        } catch {
+            replyWaiters.removeValue(forKey: idem)
+            log.log(.error, "talk", "chat.send failed: \(error)")
+            return
+        }
+        guard config.speakReplies else { return }
+        let timeout = config.replyTimeoutMs
+        let reply: String? = await withTaskGroup(of: String??.self) { group in
+            group.addTask { await self.waitReply(waiter) }
+            group.addTask { try? await Task.sleep(for: .milliseconds(timeout)); return .some(nil) }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? nil
+        }
+        guard gen == generation, let text = reply, !text.isEmpty else { return }
+        lastSpeech = await speech.speak(text, route: .talkSpeak)
+    }
+
+    private func waitReply(_ w: ReplyWaiter) async -> String?? {
+        if w.done { return .some(w.text) }
+        return .some(await withCheckedContinuation { w.continuation = $0 })
+    }
+}
