@@ -32,6 +32,12 @@ public actor LoopbackGateway {
         public var tlsKeyPath: String?
         /// Delay before each echo delta, so tests can watch a reply stream.
         public var echoDeltaDelayMs = 20
+        /// The transcription relay's input contract.
+        public var relay: RelayMode = .oggOpus
+        /// talk.speak's format when the request names none.
+        public var talkSpeakDefaultFormat = "pcm_24000"
+        /// tts.speak has no format parameter; this is what it returns.
+        public var ttsSpeakFormat = "wav"
         public init() {}
     }
 
@@ -82,6 +88,11 @@ public actor LoopbackGateway {
     var triggers: [String]
     private let startedAt = Date()
     public var ticksStalled = false
+    var relays: [String: RelayRecord] = [:]
+    var relayOwners: [String: ConnectionID] = [:]
+    var nextTranscripts: [String] = []
+    var speakRequests: [(String, JSONValue)] = []
+    var audioFault: AudioFault = .none
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
     private let log: @Sendable (String) -> Void
@@ -190,6 +201,19 @@ public actor LoopbackGateway {
         startingConnects = count
         startingRetryAfterMs = retryAfterMs
     }
+
+    /// Makes talk.speak and tts.speak misbehave (or behave again with `.none`).
+    public func setAudioFault(_ fault: AudioFault) { audioFault = fault }
+
+    /// The next relay sessions report these texts instead of the audio's length and level.
+    public func supplyTranscript(_ text: String) { nextTranscripts.append(text) }
+
+    /// Relay sessions in creation order is not kept; sorted by id. Tests usually want `lastRelay`.
+    public func relayRecords() -> [RelayRecord] { relays.values.sorted { $0.sessionId < $1.sessionId } }
+    public func relayRecord(_ id: String) -> RelayRecord? { relays[id] }
+
+    /// (method, params) of every talk.speak / tts.speak call.
+    public func speakCalls() -> [(String, JSONValue)] { speakRequests }
 
     /// Stops (or resumes) every frame the gateway would send on its own, as a hung gateway does.
     public func stallTicks(_ stalled: Bool) { ticksStalled = stalled }
@@ -502,7 +526,7 @@ public actor LoopbackGateway {
         let hello: JSONValue = [
             "type": "hello-ok", "protocol": 4,
             "server": ["version": "loopback-1", "connId": .string("conn-\(conn.id.raw)")],
-            "features": ["methods": .array(Self.methods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed"]],
+            "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed"]],
             "snapshot": ["presence": [], "health": [:], "stateVersion": ["presence": 1, "health": 1],
                          "uptimeMs": .number(Double(Int64(Date().timeIntervalSince(startedAt) * 1000))),
                          "sessionDefaults": ["defaultAgentId": "main", "mainKey": "main", "mainSessionKey": .string(configuration.mainSessionKey)],
@@ -516,6 +540,11 @@ public actor LoopbackGateway {
             sendEvent("voicewake.changed", VoiceWakeTriggers(triggers: triggers).payload, to: conn.id)
             sendEvent("voicewake.routing.changed", ["config": ["version": 1, "defaultTarget": ["mode": "current"], "routes": [], "updatedAtMs": .number(Double(now))]], to: conn.id)
         }
+    }
+
+    var advertisedMethods: [String] {
+        Self.methods + ["talk.speak", "tts.speak"]
+            + (configuration.relay == .disabled ? [] : ["talk.session.create", "talk.session.appendAudio", "talk.session.close"])
     }
 
     private var authModeName: String {

@@ -13,7 +13,7 @@ extension LoopbackGateway {
     static func requiredScope(_ method: String) -> String? {
         switch method {
         case "chat.send", "chat.abort", "voicewake.set", "node.invoke", "tts.speak": return "operator.write"
-        case "talk.speak": return "operator.talk"
+        case "talk.speak", "talk.session.create", "talk.session.appendAudio", "talk.session.close": return "operator.talk"
         case "chat.history", "voicewake.get", "node.list", "gateway.identity.get": return "operator.read"
         default: return nil
         }
@@ -36,6 +36,7 @@ extension LoopbackGateway {
             return
         }
         let p = req.params ?? .object([:])
+        if talkMethod(req, p, conn) { return }
         switch req.method {
         case "node.invoke.result":
             invokeResult(req, p, conn)

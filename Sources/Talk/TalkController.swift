@@ -305,7 +305,7 @@ public actor TalkController {
         let fm = FileManager.default
         try? fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = dir + "/\(id).opus"
-        fm.createFile(atPath: path, contents: Data(note), attributes: [.posixPermissions: 0o600])
+        _ = fm.createFile(atPath: path, contents: Data(note), attributes: [.posixPermissions: 0o600])
         // Keep only the newest few: they are for debugging and for re-sending, not an archive.
         if let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > config.keepVoiceNotes {
             let dated = names.compactMap { n -> (String, Date)? in
