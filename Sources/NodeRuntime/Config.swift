@@ -34,8 +34,55 @@ public struct ClawConfig: Sendable, Equatable {
         public var socket: String? = nil
     }
 
+    public struct Audio: Sendable, Equatable {
+        /// PulseAudio source to capture from (`clawvoice audio devices`); nil: the default source.
+        public var source: String? = nil
+        /// PulseAudio sink to play to; nil: the default sink.
+        public var sink: String? = nil
+        /// Audio from just before a capture starts that it keeps (0–2000 ms).
+        public var preRollMs: Int = 300
+        /// Treat the output as a headset (nil: ask PulseAudio about the sink's port).
+        public var headset: Bool? = nil
+    }
+    public struct Talk: Sendable, Equatable {
+        /// Silence after speech that ends `talk.ptt.once` (the gateway's talk.config wins when it names one).
+        public var silenceTimeoutMs: Int = 900
+        /// `once` captures end here at the latest.
+        public var onceMaxMs: Int = 12_000
+        /// Hard cap for any capture.
+        public var captureMaxMs: Int = 60_000
+        /// Chat session for turns; nil: the gateway's main session.
+        public var sessionKey: String? = nil
+        public var opusBitrate: Int = 20_000
+        public var opusComplexity: Int = 5
+        /// Format asked of talk.speak (`pcm_24000`, `pcm_16000`, `mp3_44100_128`, `opus`…).
+        public var outputFormat: String? = "pcm_24000"
+        /// Speak the assistant's replies.
+        public var speakReplies: Bool = true
+        /// Keep Ogg Opus voice notes of recent captures in the state directory.
+        public var voiceNotes: Bool = true
+    }
+    public struct PTT: Sendable, Equatable {
+        /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
+        public var device: String? = nil
+        /// Key name, e.g. KEY_PLAYPAUSE, KEY_PHONE, KEY_F13.
+        public var key: String = "KEY_PLAYPAUSE"
+        /// "hold" (press starts, release stops) or "toggle".
+        public var mode: String = "hold"
+    }
+    public struct Speech: Sendable, Equatable {
+        /// espeak-ng voice for on-device speech (`espeak-ng --voices` lists them).
+        public var voice: String = "en-us"
+        public var rateWpm: Int = 175
+        public var pitch: Int = 50
+    }
+
     public var node = Node()
     public var gateway = Gateway()
+    public var audio = Audio()
+    public var talk = Talk()
+    public var ptt = PTT()
+    public var speech = Speech()
     public var log = Log()
     public var control = Control()
     /// Where identity, tokens and queues live; default `$XDG_STATE_HOME/clawvoice`.
@@ -67,8 +114,14 @@ extension ClawConfig {
                     "allowInsecure": "bool", "operatorClient": "string"],
         "log": ["level": "string"],
         "control": ["socket": "string?"],
+        "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?"],
+        "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
+                 "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool"],
+        "ptt": ["device": "string?", "key": "string", "mode": "string"],
+        "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
-        "audio": ["*": "any"], "talk": ["*": "any"], "ptt": ["*": "any"], "wake": ["*": "any"], "outbox": ["*": "any"],
+        "wake": ["*": "any"], "outbox": ["*": "any"],
     ]
 
     /// Parses a config file's text. `file` is only used in messages.
@@ -101,13 +154,19 @@ extension ClawConfig {
                     continue
                 }
                 switch type {
-                case "bool":
+                case "bool", "bool?":
                     guard v.boolValue != nil else { throw ConfigError("\(file): '\(path)' must be true or false") }
+                case let t where t.hasPrefix("int:"):
+                    let bounds = t.split(separator: ":").dropFirst().compactMap { Int($0) }
+                    guard let n = v.intValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
+                        throw ConfigError("\(file): '\(path)' must be a whole number from \(bounds.first ?? 0) to \(bounds.last ?? 0)")
+                    }
                 default:
                     guard v.stringValue != nil else { throw ConfigError("\(file): '\(path)' must be a string") }
                 }
             }
             func s(_ f: String) -> String? { fields[f]?.stringValue }
+            func i(_ f: String) -> Int? { fields[f]?.intValue.map(Int.init) }
             switch key {
             case "node":
                 if let v = s("displayName") {
@@ -141,6 +200,32 @@ extension ClawConfig {
                 }
             case "control":
                 c.control.socket = s("socket")
+            case "audio":
+                c.audio.source = s("source")
+                c.audio.sink = s("sink")
+                if let n = i("preRollMs") { c.audio.preRollMs = n }
+                c.audio.headset = fields["headset"]?.boolValue
+            case "talk":
+                if let n = i("silenceTimeoutMs") { c.talk.silenceTimeoutMs = n }
+                if let n = i("onceMaxMs") { c.talk.onceMaxMs = n }
+                if let n = i("captureMaxMs") { c.talk.captureMaxMs = n }
+                c.talk.sessionKey = s("sessionKey")
+                if let n = i("opusBitrate") { c.talk.opusBitrate = n }
+                if let n = i("opusComplexity") { c.talk.opusComplexity = n }
+                if fields["outputFormat"] != nil { c.talk.outputFormat = s("outputFormat") }
+                if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
+                if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
+            case "ptt":
+                c.ptt.device = s("device")
+                if let k = s("key") { c.ptt.key = k }
+                if let m = s("mode") {
+                    guard m == "hold" || m == "toggle" else { throw ConfigError("\(file): 'ptt.mode' must be \"hold\" or \"toggle\"") }
+                    c.ptt.mode = m
+                }
+            case "speech":
+                if let v = s("voice") { c.speech.voice = v }
+                if let n = i("rateWpm") { c.speech.rateWpm = n }
+                if let n = i("pitch") { c.speech.pitch = n }
             default:
                 break
             }

@@ -1,0 +1,105 @@
+// The live sound of the node: one PulseAudio connection, the microphone capture running for
+// as long as the daemon runs (so pre-roll and `ptt.start → first frame` cost nothing), its
+// frames delivered in order to the TalkController, and the playback sink for speech.
+
+import Audio
+import Foundation
+import GatewayClient
+
+/// Speech goes to PulseAudio.
+public struct PulseSpeechSink: SpeechSink {
+    public let playback: PulsePlayback
+    public init(playback: PulsePlayback) { self.playback = playback }
+    public func play(_ pcm: PCMBuffer) async throws -> Bool {
+        try await playback.play(pcm) == .finished
+    }
+    public func stop() async { playback.stop() }
+}
+
+/// Speech goes to a WAV file (`say --out`): what would have been played, nothing played.
+public struct WAVFileSink: SpeechSink {
+    public let path: String
+    public init(path: String) { self.path = path }
+    public func play(_ pcm: PCMBuffer) async throws -> Bool {
+        guard FileManager.default.createFile(atPath: path, contents: Data(WAVFile.encode(pcm))) else {
+            throw SpeechSinkError(message: "cannot write \(path)")
+        }
+        return true
+    }
+    public func stop() async {}
+}
+
+public struct SpeechSinkError: Error, CustomStringConvertible { public var message: String; public var description: String { message } }
+
+public final class LiveAudio: Sendable {
+    public let connection: PulseConnection
+    public let playback: PulsePlayback
+    private let source: String?
+    private let log: LogSink
+    private let state = Mutex<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
+
+    public init(source: String?, sink: String?, log: LogSink) {
+        connection = PulseConnection(clientName: "clawvoice")
+        playback = PulsePlayback(connection: connection, sink: sink)
+        self.source = source
+        self.log = log
+    }
+
+    /// "running", "waiting for the sound server", … for `status`.
+    public var captureStatus: String { state.withLock { $0.status } }
+
+    /// Starts the capture loop: frames go to `controller` in order; the microphone state follows the stream.
+    public func start(feeding controller: TalkController) {
+        let task = Task { [self] in
+            var announcedFailure = false
+            while !Task.isCancelled {
+                let capture = PulseCapture(connection: connection, source: source)
+                capture.onStatusChange = { [state, log] status in
+                    state.withLock { $0.status = status.description }
+                    Task {
+                        switch status {
+                        case .running: await controller.setMicrophone(.live)
+                        case .waitingForServer: await controller.setMicrophone(.unavailable("the sound server is not running"))
+                        case .failed(let why): await controller.setMicrophone(.unavailable(why))
+                        default: break
+                        }
+                    }
+                    if case .waitingForServer = status { log.log(.warning, "audio", "sound server gone; capture resumes when it is back") }
+                }
+                state.withLock { $0.capture = capture }
+                do {
+                    try await capture.start()
+                    announcedFailure = false
+                    await controller.setMicrophone(.live)
+                    log.log(.info, "audio", "capturing from \(source ?? "the default source")")
+                    for await frame in capture.frames {
+                        await controller.micFrame(frame.pcm)
+                    }
+                    if Task.isCancelled { break }
+                } catch {
+                    state.withLock { $0.status = "unavailable: \(error)" }
+                    await controller.setMicrophone(.unavailable("\(error)"))
+                    if !announcedFailure {
+                        log.log(.warning, "audio", "microphone unavailable: \(error); retrying every 2 s")
+                        announcedFailure = true
+                    }
+                    capture.stop()
+                }
+                try? await Task.sleep(for: .seconds(2))
+            }
+        }
+        state.withLock { $0.task = task }
+    }
+
+    public func stop() {
+        let (capture, task) = state.withLock { s in
+            let r = (s.capture, s.task)
+            s.capture = nil
+            s.task = nil
+            return r
+        }
+        task?.cancel()
+        capture?.stop()
+        playback.stop()
+    }
+}
