@@ -57,6 +57,31 @@ public enum CLI {
                 usage: "clawvoice status [--json]",
                 details: "Asks the running daemon over its control socket.\n\nOptions:\n  --json   print the full status as JSON",
                 flags: ["--json": false], maxPositionals: 0),
+        Command(name: "ptt", abstract: "Push-to-talk through the running daemon: start, stop, cancel or once.",
+                usage: "clawvoice ptt start|stop|cancel|once",
+                details: """
+                The same four actions the gateway can invoke as talk.ptt.*:
+                  start    open the microphone (again: returns the same capture id)
+                  stop     end the capture and send it; prints {captureId, transcript?, status}
+                  cancel   drop the capture
+                  once     capture until you stop talking (or 12 s), then send it
+                Status is one of queued, empty, idle, cancelled, busy, not_queued.
+                """, flags: ["--json": false], maxPositionals: 1),
+        Command(name: "say", abstract: "Speak text: the gateway's talk.speak voice, or espeak-ng on this device.",
+                usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
+                details: """
+                Uses the running daemon when there is one, else connects by itself.
+                The gateway's clip plays when it can; espeak-ng speaks when the gateway has no voice, errors
+                with fallbackEligible, or sends audio that cannot be played.
+
+                Options:
+                  --local          speak with espeak-ng only (no gateway)
+                  --out FILE.wav   write what would be played to a WAV file instead of playing it
+                """, flags: ["--local": false, "--out": true], maxPositionals: 1),
+        Command(name: "audio", abstract: "List PulseAudio sources and sinks (for audio.source and audio.sink).",
+                usage: "clawvoice audio devices [--json]",
+                details: "Works with PulseAudio and PipeWire's pulse server; honours PULSE_SERVER.",
+                flags: ["--json": false], maxPositionals: 1),
         Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
@@ -257,6 +282,39 @@ public enum CLI {
             return 0
         case "gateways":
             return try gateways(p, paths: paths)
+        case "ptt":
+            guard let action = p.positionals.first, ["start", "stop", "cancel", "once"].contains(action) else {
+                throw UsageError(description: "ptt needs one of start, stop, cancel, once")
+            }
+            let r = try ControlSocketClient.send(["cmd": "ptt", "action": .string(action)], path: paths.controlSocket, timeoutSeconds: 90)
+            guard r["ok"]?.boolValue == true, let result = r["result"] else {
+                throw UsageError(description: "ptt \(action): \(r["error"]?.stringValue ?? "failed")")
+            }
+            if p.flags["--json"] != nil { say(result.description) } else {
+                var line = "capture \(result["captureId"]?.stringValue ?? "?")"
+                if let st = result["status"]?.stringValue { line += ": \(st)" }
+                if let t = result["transcript"]?.stringValue { line += " \"\(t)\"" }
+                say(line)
+            }
+            return 0
+        case "say":
+            guard let text = p.positionals.first, !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw UsageError(description: "say needs the text to speak (see `clawvoice say --help`)")
+            }
+            let local = p.flags["--local"] != nil
+            let out = p.flags["--out"]
+            if out == nil, let r = try? ControlSocketClient.send(["cmd": "say", "text": .string(text), "local": .bool(local)],
+                                                               path: paths.controlSocket, timeoutSeconds: 120) {
+                guard r["ok"]?.boolValue == true else { throw UsageError(description: "say: \(r["error"]?.stringValue ?? "failed")") }
+                var line = "spoke \(String(format: "%.2f", (r["durationMs"]?.doubleValue ?? 0) / 1000)) s via \(r["engine"]?.stringValue ?? "?")"
+                if let why = r["fallbackReason"]?.stringValue { line += "; fell back because \(why)" }
+                say(line)
+                return 0
+            }
+            return try await SayCommand.run(text: text, local: local, out: out, config: config, paths: paths, log: log, say: { say($0) })
+        case "audio":
+            guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
+            return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
         case "demo":
             return try await Demo.run(message: p.flags["--message"] ?? "Hello from clawvoice", log: log, say: { say($0) })
         default:

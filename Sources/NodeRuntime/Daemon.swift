@@ -1,9 +1,12 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
+import Audio
+import Buttons
 import Foundation
 import GatewayClient
 import GatewayProtocol
 import Store
+import Talk
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.
@@ -11,11 +14,26 @@ public enum NodeCommands {
     public static let ptt = ["talk.ptt.start", "talk.ptt.stop", "talk.ptt.cancel", "talk.ptt.once"]
     public static let all = ptt + ["system.notify"]
 
-    public static func registry() -> NodeCommandRegistry {
+    public static func registry(talk: TalkController? = nil) -> NodeCommandRegistry {
         let r = NodeCommandRegistry()
-        for c in ptt { r.registerUnavailable(c, reason: "push-to-talk is not implemented in this build yet") }
+        if let talk {
+            r.register("talk.ptt.start") { _, _ in
+                do { return ["captureId": .string(try await talk.start())] } catch { throw pttFailure(error) }
+            }
+            r.register("talk.ptt.stop") { _, _ in try JSONValue(encoding: await talk.stop()) }
+            r.register("talk.ptt.cancel") { _, _ in try JSONValue(encoding: await talk.cancel()) }
+            r.register("talk.ptt.once") { _, _ in
+                do { return try JSONValue(encoding: try await talk.once()) } catch { throw pttFailure(error) }
+            }
+        } else {
+            for c in ptt { r.registerUnavailable(c, reason: "AUDIO_UNAVAILABLE: this node runs without audio") }
+        }
         r.registerUnavailable("system.notify", reason: "spoken notifications are not implemented in this build yet")
         return r
+    }
+
+    static func pttFailure(_ error: any Error) -> NodeInvokeError {
+        NodeInvokeError(code: .unavailable, message: (error as? PTTError)?.description ?? "\(error)")
     }
 }
 
@@ -61,6 +79,12 @@ public final class NodeDaemon: Sendable {
     let store: ClawStore
     let startedAtMs = nowMs()
     private let control: Mutex<ControlSocketServer?> = Mutex(nil)
+    let audio: LiveAudio
+    let talk: TalkController
+    let speech: SpeechOutput
+    let button: PTTButtonService?
+    private let events: AsyncStream<(SessionRole, EventFrame)>
+    private let eventSink: AsyncStream<(SessionRole, EventFrame)>.Continuation
 
     public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming()) throws {
         self.paths = paths
@@ -71,9 +95,65 @@ public final class NodeDaemon: Sendable {
         guard let record = try resolveActiveGateway(config: config, store: store) else {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
         }
-        link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                           commands: NodeCommands.registry(), log: log, timing: timing)
+        let operatorSession = Mutex<GatewaySession?>(nil)
+        audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, log: log)
+        let channel = LateOperatorChannel(box: operatorSession)
+        let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
+                                  config: NodeDaemon.speechConfig(config), log: log)
+        let talk = TalkController(channel: channel, speech: speech,
+                                  config: NodeDaemon.talkConfig(config, stateDir: paths.stateDir), log: log)
+        self.speech = speech
+        self.talk = talk
+        let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
+                               commands: NodeCommands.registry(talk: talk), log: log, timing: timing)
+        self.link = link
+        operatorSession.withLock { $0 = link.operator }
+        let (events, sink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
+        self.events = events
+        self.eventSink = sink
+        link.onEvent { role, e in sink.yield((role, e)) }
+        if let device = config.ptt.device {
+            do {
+                button = try PTTButtonService(device: device, key: config.ptt.key,
+                                              mode: PTTKeyMachine.Mode(rawValue: config.ptt.mode) ?? .hold) { action in
+                    Task {
+                        switch action {
+                        case .start:
+                            do { _ = try await talk.start() } catch { log.log(.warning, "ptt", "button: \(error)") }
+                        case .stop:
+                            let r = await talk.stop()
+                            log.log(.info, "ptt", "button: capture \(r.captureId) \(r.status.rawValue)")
+                        }
+                    }
+                }
+            } catch {
+                throw ConfigError("ptt: \(error)")
+            }
+        } else {
+            button = nil
+        }
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
+    }
+
+    static func speechConfig(_ c: ClawConfig) -> SpeechConfig {
+        var s = SpeechConfig()
+        s.voice = VoiceSettings(voice: c.speech.voice, rateWpm: c.speech.rateWpm, pitch: c.speech.pitch)
+        s.talkOutputFormat = c.talk.outputFormat
+        return s
+    }
+
+    static func talkConfig(_ c: ClawConfig, stateDir: String) -> TalkConfig {
+        var t = TalkConfig()
+        t.silenceTimeoutMs = c.talk.silenceTimeoutMs
+        t.onceMaxMs = c.talk.onceMaxMs
+        t.captureMaxMs = c.talk.captureMaxMs
+        t.preRollMs = c.audio.preRollMs
+        t.opusBitrate = c.talk.opusBitrate
+        t.opusComplexity = c.talk.opusComplexity
+        t.sessionKey = c.talk.sessionKey
+        t.speakReplies = c.talk.speakReplies
+        t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
+        return t
     }
 
     public func run() async throws {
@@ -83,10 +163,22 @@ public final class NodeDaemon: Sendable {
         }
         control.withLock { $0 = server }
         log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
+        // One consumer keeps gateway events in order (chat deltas, transcripts).
+        let talk = self.talk
+        let pump = Task { [events] in
+            for await (role, e) in events where role == .operator { await talk.handle(e) }
+        }
+        audio.start(feeding: talk)
+        do { try button?.start() } catch { log.log(.warning, "ptt", "\(error)") }
         await link.start()
         await waitForSignal()
         log.log(.info, "daemon", "stopping")
+        button?.stop()
+        await talk.interrupt(reason: "daemon stopping")
+        audio.stop()
         await link.stop()
+        eventSink.finish()
+        pump.cancel()
         server.stop()
     }
 
@@ -96,6 +188,12 @@ public final class NodeDaemon: Sendable {
             return ["ok": true]
         case "status":
             return await statusJSON()
+        case "ptt":
+            return await ptt(request["action"]?.stringValue ?? "")
+        case "say":
+            return await say(request)
+        case "audio-devices":
+            return await devicesJSON(connection: audio.connection)
         default:
             return ["ok": false, "error": .string("unknown command \(request["cmd"]?.stringValue ?? "(none)")")]
         }
@@ -112,7 +210,64 @@ public final class NodeDaemon: Sendable {
                 "uptimeMs": .number(Double(nowMs() - startedAtMs)),
                 "gateway": ["name": .string(link.record.name), "url": .string(link.record.url)],
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
-                "capture": "unavailable", "playback": "unavailable", "wake": "off", "outbox": 0]
+                "capture": .string(audio.captureStatus), "ptt": .string(await talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
+                "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
+                "button": button.map { .string($0.status.description) } ?? "off", "wake": "off", "outbox": 0]
+    }
+
+    func ptt(_ action: String) async -> JSONValue {
+        do {
+            switch action {
+            case "start": return ["ok": true, "result": ["captureId": .string(try await talk.start())]]
+            case "stop": return ["ok": true, "result": try JSONValue(encoding: await talk.stop())]
+            case "cancel": return ["ok": true, "result": try JSONValue(encoding: await talk.cancel())]
+            case "once": return ["ok": true, "result": try JSONValue(encoding: try await talk.once())]
+            default: return ["ok": false, "error": .string("unknown ptt action '\(action)' (start, stop, cancel, once)")]
+            }
+        } catch {
+            return ["ok": false, "error": .string("\(error)")]
+        }
+    }
+
+    func say(_ request: JSONValue) async -> JSONValue {
+        guard let text = request["text"]?.stringValue, !text.isEmpty else { return ["ok": false, "error": "say needs text"] }
+        let route: SpeechRoute = request["local"]?.boolValue == true ? .local : .talkSpeak
+        let report = await speech.speak(text, route: route)
+        return ["ok": .bool(report.outcome != .failed), "engine": .string(report.engine),
+                "fallbackReason": report.fallbackReason.map { .string($0) } ?? .null,
+                "outcome": .string(report.outcome.rawValue), "durationMs": .number(report.durationMs.rounded()),
+                "error": report.error.map { .string($0) } ?? .null]
+    }
+}
+
+/// The operator session, resolved after the link exists (the link needs the registry, the registry the controller).
+struct LateOperatorChannel: OperatorChannel {
+    let box: Mutex<GatewaySession?>
+    func request(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> JSONValue {
+        guard let s = box.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
+        return try await s.request(method, params: params, timeoutMs: timeoutMs)
+    }
+    func connected() async -> Bool { await box.withLock({ $0 })?.isConnected ?? false }
+    func advertisedMethods() async -> [String] { await box.withLock({ $0 })?.advertisedMethods() ?? [] }
+    func mainSessionKey() async -> String? { await box.withLock({ $0 })?.mainSessionKey() }
+}
+
+/// `audio devices` as JSON: sources and sinks with their names.
+func devicesJSON(connection: PulseConnection) async -> JSONValue {
+    do {
+        try await connection.waitUntilReady(timeout: .seconds(3))
+        let sources = try await connection.sources()
+        let sinks = try await connection.sinks()
+        func list(_ ds: [AudioDevice]) -> JSONValue {
+            .array(ds.map { d in
+                ["name": .string(d.name), "description": .string(d.description), "spec": .string(d.sampleSpec),
+                 "monitor": .bool(d.isMonitor), "default": .bool(d.isDefault), "headset": .bool(d.isHeadset),
+                 "port": d.activePortName.map { .string($0) } ?? .null]
+            })
+        }
+        return ["ok": true, "sources": list(sources), "sinks": list(sinks)]
+    } catch {
+        return ["ok": false, "error": .string("no sound server: \(error)")]
     }
 }
 

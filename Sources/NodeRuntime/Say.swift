@@ -1,0 +1,84 @@
+// `clawvoice say` and `clawvoice audio devices` when no daemon is running: a short-lived
+// operator session (for talk.speak) and a PulseAudio connection of their own.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import Store
+import Talk
+
+public enum SayCommand {
+    /// Speaks (or renders to `out`) without a daemon. Returns the exit status.
+    static func run(text: String, local: Bool, out: String?, config: ClawConfig, paths: RuntimePaths, log: LogSink,
+                    say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
+        var session: GatewaySession?
+        if !local, let record = try? resolveActiveGateway(config: config, store: try openStore(paths)) {
+            let store = try openStore(paths)
+            let (identity, instanceId) = try store.loadOrCreateIdentity()
+            var options = SessionOptions(displayName: config.node.displayName, version: ClawvoiceVersion.current)
+            options.operatorClientId = config.gateway.operatorClient
+            options.operatorClientMode = config.gateway.operatorClient == "cli" ? "cli" : "ui"
+            let s = GatewaySession(role: .operator,
+                                   endpoint: GatewayEndpoint(name: record.name, url: record.url, tlsFingerprint: record.tlsFingerprint,
+                                                             allowInsecure: record.allowInsecure),
+                                   credentials: GatewayCredentials(sharedToken: record.sharedToken, password: record.password),
+                                   identity: identity, instanceId: instanceId, store: store, options: options, log: log)
+            await s.start()
+            let st = await s.waitUntilSettled(timeout: .seconds(8))
+            if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
+            session = s
+        }
+        defer { if let session { Task { await session.stop() } } }
+        let sink: any SpeechSink
+        var pulse: PulseConnection?
+        if let out {
+            sink = WAVFileSink(path: out)
+        } else {
+            let connection = PulseConnection(clientName: "clawvoice-say")
+            pulse = connection
+            sink = PulseSpeechSink(playback: PulsePlayback(connection: connection, sink: config.audio.sink))
+        }
+        defer { pulse?.close() }
+        let speech = SpeechOutput(channel: session, sink: sink, config: NodeDaemon.speechConfig(config), log: log)
+        let report = await speech.speak(text, route: local ? .local : .talkSpeak)
+        await session?.stop()
+        return summarize(report, out: out, say: say)
+    }
+
+    static func summarize(_ report: SpeechReport, out: String?, say: @Sendable (String) -> Void) -> Int32 {
+        if let error = report.error {
+            say("could not speak: \(error)")
+            return 1
+        }
+        var line = "\(out == nil ? "spoke" : "wrote \(out!)"): \(String(format: "%.2f", report.durationMs / 1000)) s via \(report.engine)"
+        if let p = report.provider { line += " (\(p)\(report.outputFormat.map { ", \($0)" } ?? ""))" }
+        if let why = report.fallbackReason { line += "; fell back because \(why)" }
+        say(line)
+        return report.outcome == .failed ? 1 : 0
+    }
+}
+
+enum AudioDevicesCommand {
+    static func run(json: Bool, say: @Sendable (String) -> Void) async -> Int32 {
+        let connection = PulseConnection(clientName: "clawvoice-devices")
+        defer { connection.close() }
+        let result = await devicesJSON(connection: connection)
+        if json { say(result.description); return result["ok"]?.boolValue == true ? 0 : 1 }
+        guard result["ok"]?.boolValue == true else {
+            say("no sound server: \(result["error"]?.stringValue ?? "?") (is PulseAudio or pipewire-pulse running? PULSE_SERVER=\(ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "unset"))")
+            return 1
+        }
+        for (title, key, configKey) in [("Sources (microphones)", "sources", "audio.source"), ("Sinks (speakers)", "sinks", "audio.sink")] {
+            say("\(title): use the name as \(configKey)")
+            for d in result[key]?.arrayValue ?? [] {
+                var flags: [String] = []
+                if d["default"]?.boolValue == true { flags.append("default") }
+                if d["monitor"]?.boolValue == true { flags.append("monitor") }
+                if d["headset"]?.boolValue == true { flags.append("headset") }
+                say("  \(d["name"]?.stringValue ?? "?")  \(d["description"]?.stringValue ?? "")  [\(d["spec"]?.stringValue ?? "")]\(flags.isEmpty ? "" : " " + flags.joined(separator: ", "))")
+            }
+        }
+        return 0
+    }
+}
