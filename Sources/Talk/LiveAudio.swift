@@ -38,8 +38,9 @@ public final class LiveAudio: Sendable {
     private let log: LogSink
     private let state = Mutex<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
 
-    public init(source: String?, sink: String?, log: LogSink) {
-        connection = PulseConnection(clientName: "clawvoice")
+    /// `server`: a PulseAudio server string; nil means PULSE_SERVER or the default, as libpulse decides.
+    public init(source: String?, sink: String?, server: String? = nil, log: LogSink) {
+        connection = PulseConnection(server: server, clientName: "clawvoice")
         playback = PulsePlayback(connection: connection, sink: sink)
         self.source = source
         self.log = log

@@ -1,0 +1,175 @@
+// Helpers for the talk tests: a private PulseAudio of their own (so the audio module's
+// server-restart tests cannot disturb them), a loopback gateway with an operator session,
+// and signal comparisons.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import LoopbackGateway
+import Store
+import Talk
+import Testing
+
+enum TalkPulse {
+    static let dir = "/tmp/clawvoice-pulse-talk-\(getuid())"
+    static var server: String { "unix:\(dir)/native" }
+
+    static var repoRoot: String {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }
+
+    /// Starts (idempotently) the talk tests' own PulseAudio with cv_mic and cv_speaker null sinks.
+    static func ensure() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", "start"]
+        var env = ProcessInfo.processInfo.environment
+        env["CLAWVOICE_PULSE_DIR"] = dir
+        p.environment = env
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw TestFailure("tests/audio/pulse-server.sh start failed (\(p.terminationStatus))") }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+final class Lines: Sendable {
+    let all = Mutex<[String]>([])
+    var sink: LogSink { LogSink(minimum: .debug) { [all] l, c, m in all.withLock { $0.append("\(l.rawValue) \(c): \(m)") } } }
+    func contains(_ s: String) -> Bool { all.withLock { $0.contains { $0.contains(s) } } }
+}
+
+/// A loopback gateway, an operator session to it and a TalkController on the private PulseAudio.
+struct TalkRig {
+    let gateway: LoopbackGateway
+    let session: GatewaySession
+    let audio: LiveAudio
+    let speech: SpeechOutput
+    let talk: TalkController
+    let log = Lines()
+    let dir: String
+    let pump: Task<Void, Never>
+    let micPlayer: PulsePlayback
+    let speakerTap: PulseConnection
+
+    static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
+                     speakReplies: Bool = true) async throws -> TalkRig {
+        try TalkPulse.ensure()
+        var gc = LoopbackGateway.Configuration()
+        gc.autoApprove = true
+        gc.auth = .token("t")
+        gc.relay = relay
+        gc.tickIntervalMs = 1000
+        gc.echoDeltaDelayMs = 5
+        let g = LoopbackGateway(configuration: gc)
+        try await g.start()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-talk-\(UUID().uuidString.prefix(8))").path
+        let store = try ClawStore(directory: dir)
+        let (identity, instanceId) = try store.loadOrCreateIdentity()
+        let url = await g.url
+        try store.upsertGateway(GatewayRecord(name: "lb", url: url, sharedToken: "t", isActive: true, addedAtMs: 0))
+        let log = Lines()
+        let (events, sink) = AsyncStream.makeStream(of: EventFrame.self)
+        let session = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "lb", url: url),
+                                     credentials: GatewayCredentials(sharedToken: "t"), identity: identity, instanceId: instanceId,
+                                     store: store, options: SessionOptions(displayName: "talk test", version: "test"),
+                                     log: log.sink, onEvent: { sink.yield($0) })
+        await session.start()
+        _ = await session.waitUntilSettled(timeout: .seconds(10))
+        let audio = LiveAudio(source: "cv_mic.monitor", sink: "cv_speaker", server: TalkPulse.server, log: log.sink)
+        let speech = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: audio.playback), config: SpeechConfig(), log: log.sink)
+        var tc = TalkConfig()
+        tc.silenceTimeoutMs = silenceTimeoutMs
+        tc.preRollMs = preRollMs
+        tc.speakReplies = speakReplies
+        tc.voiceNoteDirectory = dir + "/voice-notes"
+        let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink)
+        let pump = Task { for await e in events { await talk.handle(e) } }
+        audio.start(feeding: talk)
+        let mic = PulseConnection(server: TalkPulse.server, clientName: "talk-test-mic")
+        let tap = PulseConnection(server: TalkPulse.server, clientName: "talk-test-tap")
+        return TalkRig(gateway: g, session: session, audio: audio, speech: speech, talk: talk, dir: dir, pump: pump,
+                       micPlayer: PulsePlayback(connection: mic, sink: "cv_mic"), speakerTap: tap)
+    }
+
+    /// Waits until the microphone delivers frames to the controller.
+    func waitForMicrophone() async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if audio.captureStatus == "running" { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("capture never ran: \(audio.captureStatus)")
+    }
+
+    func shutdown() async {
+        audio.stop()
+        pump.cancel()
+        await session.stop()
+        await gateway.stop()
+        micPlayer.connection.close()
+        speakerTap.close()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
+enum Signal {
+    /// espeak-ng speech at 16 kHz mono.
+    static func speech(_ text: String) throws -> PCMBuffer {
+        let s = try SpeechSynthesizer.synthesize(text, settings: VoiceSettings())
+        let r = try Resampler(from: s.format.sampleRateHz, to: 16_000, channels: 1)
+        return PCMBuffer(format: .voice, samples: r.process(s.mono().samples) + r.flush())
+    }
+
+    static func to16k(_ p: PCMBuffer) throws -> [Int16] {
+        let m = p.mono()
+        if m.format.sampleRateHz == 16_000 { return m.samples }
+        let r = try Resampler(from: m.format.sampleRateHz, to: 16_000, channels: 1)
+        return r.process(m.samples) + r.flush()
+    }
+
+    /// First and last 10 ms windows louder than `threshold` RMS, in samples.
+    static func activeSpan(_ s: [Int16], rate: Int = 16_000, threshold: Double = 0.01) -> (Int, Int)? {
+        let w = rate / 100
+        var first: Int?, last: Int?
+        var i = 0
+        while i + w <= s.count {
+            var acc = 0.0
+            for v in s[i..<i + w] { let d = Double(v) / 32768; acc += d * d }
+            if (acc / Double(w)).squareRoot() > threshold { if first == nil { first = i }; last = i + w }
+            i += w
+        }
+        guard let first, let last else { return nil }
+        return (first, last)
+    }
+
+    /// Best normalised cross-correlation of `b` against `a` over lags up to `maxLag` samples.
+    static func correlation(_ a: [Int16], _ b: [Int16], maxLag: Int) -> (Double, Int) {
+        let n = min(a.count, b.count)
+        guard n > 0 else { return (0, 0) }
+        var best = (-1.0, 0)
+        var lag = -maxLag
+        while lag <= maxLag {
+            var ab = 0.0, aa = 0.0, bb = 0.0
+            var i = max(0, -lag)
+            while i < n && i + lag < b.count {
+                let x = Double(a[i]), y = Double(b[i + lag])
+                ab += x * y; aa += x * x; bb += y * y
+                i += 2  // every other sample: plenty for speech and twice as fast
+            }
+            let c = aa > 0 && bb > 0 ? ab / (aa * bb).squareRoot() : 0
+            if c > best.0 { best = (c, lag) }
+            lag += 4
+        }
+        return best
+    }
+}
