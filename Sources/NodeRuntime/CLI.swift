@@ -86,10 +86,19 @@ public enum CLI {
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
                 flags: [:], maxPositionals: 2),
-        Command(name: "demo", abstract: "Run a loopback gateway here, pair with it, and send one chat message.",
-                usage: "clawvoice demo [--message TEXT]",
-                details: "Needs no OpenClaw install: the built-in gateway approves pairing by itself and echoes.",
-                flags: ["--message": true], maxPositionals: 0),
+        Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
+                usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
+                details: """
+                Needs no OpenClaw install. A built-in loopback gateway approves pairing by itself; espeak-ng says
+                the message into a virtual microphone; the gateway invokes talk.ptt.once; the capture streams to
+                the gateway's relay as Ogg Opus; the echoed answer is spoken with a talk.speak clip.
+                With a sound server running you hear the answer; without one the demo starts a private
+                PulseAudio and writes what its speaker played to a WAV file.
+
+                Options:
+                  --message TEXT   what to say (default "Hello from clawvoice")
+                  --out FILE.wav   where the private speaker's audio goes (default ./clawvoice-demo.wav)
+                """, flags: ["--message": true, "--out": true], maxPositionals: 0),
     ]
 
     static func topHelp() -> String {
@@ -316,7 +325,10 @@ public enum CLI {
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
             return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
         case "demo":
-            return try await Demo.run(message: p.flags["--message"] ?? "Hello from clawvoice", log: log, say: { say($0) })
+            // The demo's own lines tell the story; only warnings from the machinery below.
+            let quiet = LogSink.stderr(minimum: p.logLevel ?? .warning)
+            return try await Demo.run(message: p.flags["--message"] ?? "Hello from clawvoice", wavPath: p.flags["--out"],
+                                      log: quiet, say: { say($0) })
         default:
             throw UsageError(description: "unknown command \(p.command.name)")
         }

@@ -75,18 +75,19 @@ public final class NodeDaemon: Sendable {
     let paths: RuntimePaths
     let config: ClawConfig
     let log: LogSink
-    let link: GatewayLink
+    public let link: GatewayLink
     let store: ClawStore
     let startedAtMs = nowMs()
     private let control: Mutex<ControlSocketServer?> = Mutex(nil)
-    let audio: LiveAudio
-    let talk: TalkController
-    let speech: SpeechOutput
+    public let audio: LiveAudio
+    public let talk: TalkController
+    public let speech: SpeechOutput
     let button: PTTButtonService?
     private let events: AsyncStream<(SessionRole, EventFrame)>
     private let eventSink: AsyncStream<(SessionRole, EventFrame)>.Continuation
 
-    public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming()) throws {
+    public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming(),
+                pulseServer: String? = nil) throws {
         self.paths = paths
         self.config = config
         self.log = log
@@ -96,7 +97,7 @@ public final class NodeDaemon: Sendable {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
-        audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, log: log)
+        audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
         let channel = LateOperatorChannel(box: operatorSession)
         let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
                                   config: NodeDaemon.speechConfig(config), log: log)
@@ -157,29 +158,41 @@ public final class NodeDaemon: Sendable {
     }
 
     public func run() async throws {
-        let server = try ControlSocketServer(path: paths.controlSocket) { [weak self] request in
-            guard let self else { return ["ok": false, "error": "daemon stopping"] }
-            return await self.handle(request)
+        try await start()
+        await waitForSignal()
+        await stop()
+    }
+
+    private let pump = Mutex<Task<Void, Never>?>(nil)
+
+    /// Starts everything: control socket, event pump, capture, button, gateway sessions.
+    public func start(controlSocket: Bool = true) async throws {
+        if controlSocket {
+            let server = try ControlSocketServer(path: paths.controlSocket) { [weak self] request in
+                guard let self else { return ["ok": false, "error": "daemon stopping"] }
+                return await self.handle(request)
+            }
+            control.withLock { $0 = server }
+            log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
         }
-        control.withLock { $0 = server }
-        log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
         // One consumer keeps gateway events in order (chat deltas, transcripts).
         let talk = self.talk
-        let pump = Task { [events] in
-            for await (role, e) in events where role == .operator { await talk.handle(e) }
-        }
+        let events = self.events
+        pump.withLock { $0 = Task { for await (role, e) in events where role == .operator { await talk.handle(e) } } }
         audio.start(feeding: talk)
         do { try button?.start() } catch { log.log(.warning, "ptt", "\(error)") }
         await link.start()
-        await waitForSignal()
+    }
+
+    public func stop() async {
         log.log(.info, "daemon", "stopping")
         button?.stop()
         await talk.interrupt(reason: "daemon stopping")
         audio.stop()
         await link.stop()
         eventSink.finish()
-        pump.cancel()
-        server.stop()
+        pump.withLock { $0?.cancel() }
+        control.withLock { $0?.stop() }
     }
 
     func handle(_ request: JSONValue) async -> JSONValue {

@@ -1,13 +1,17 @@
-// `clawvoice demo`: the whole link on this machine against the built-in loopback gateway.
+// `clawvoice demo`: the whole loop on this machine against the built-in loopback gateway:
+// pair, say something into a virtual microphone, let the gateway invoke talk.ptt.once,
+// stream the capture to the relay, and speak the echoed answer.
 
+import Audio
 import Foundation
 import GatewayClient
 import GatewayProtocol
 import LoopbackGateway
 import Store
+import Talk
 
 public enum Demo {
-    public static func run(message: String, log: LogSink, say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
+    public static func run(message: String, wavPath: String? = nil, log: LogSink, say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-demo-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var gc = LoopbackGateway.Configuration()
@@ -16,82 +20,153 @@ public enum Demo {
         let gateway = LoopbackGateway(configuration: gc)
         try await gateway.start()
         let url = await gateway.url
-        say("Loopback gateway on \(url) (approves pairing by itself; its agent echoes what it hears).")
+        say("Loopback gateway on \(url): it approves pairing by itself, transcribes nothing (it reports")
+        say("the length and level of what it hears), echoes what it is told, and speaks with espeak-ng.")
 
-        let paths = RuntimePaths(configFile: "", configExplicit: false, stateDir: dir, controlSocket: dir + "/control.sock")
+        // Audio: the user's sound server with a virtual microphone, or a private PulseAudio.
+        let privateServer: PrivatePulseServer?
+        var virtualMicModule: String?
+        var micSink = PrivatePulseServer.microphoneSink
+        var source = PrivatePulseServer.microphone
+        var sink: String? = PrivatePulseServer.speaker
+        if await soundServerAnswers(), let module = loadVirtualMicrophone() {
+            privateServer = nil
+            virtualMicModule = module
+            micSink = "clawvoice_demo_mic"
+            source = "clawvoice_demo_mic.monitor"
+            sink = nil
+            say("Sound: your sound server, with a virtual microphone (clawvoice_demo_mic); the reply plays on your speakers.")
+        } else {
+            privateServer = try await PrivatePulseServer()
+            say("Sound: no sound server here, so a private PulseAudio with a virtual microphone and speaker.")
+        }
+        defer {
+            if let m = virtualMicModule { unloadModule(m) }
+            privateServer?.stop()
+        }
+        let server = privateServer?.server
+
         var config = ClawConfig()
         config.node.displayName = "clawvoice demo"
-        let store = try openStore(paths)
-        let (identity, instanceId) = try store.loadOrCreateIdentity()
-        let record = GatewayRecord(name: "loopback", url: url, sharedToken: "demo-token", isActive: true, addedAtMs: nowMs())
-        try store.upsertGateway(record)
-        say("Device \(identity.deviceId.prefix(16))… pairing as node and operator…")
-        let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(), log: log)
-        await link.start()
-        defer { Task { await link.stop(); await gateway.stop() } }
-        if case .failure(let s) = await link.waitForBoth(timeout: .seconds(20)) {
+        config.gateway.url = url
+        config.gateway.token = "demo-token"
+        config.audio.source = source
+        config.audio.sink = sink
+        let paths = RuntimePaths(configFile: "", configExplicit: false, stateDir: dir, controlSocket: dir + "/control.sock")
+        let node = try NodeDaemon(paths: paths, config: config, log: log, pulseServer: server)
+        try await node.start(controlSocket: false)
+        if case .failure(let s) = await node.link.waitForBoth(timeout: .seconds(20)) {
             say("Demo failed: \(s.role) is \(s.state.rawValue): \(s.detail)")
+            await node.stop()
+            await gateway.stop()
             return 1
         }
-        say("node: connected with token \(try store.token(gateway: "loopback", role: "node") != nil ? "stored" : "missing"); operator: connected")
-
-        let sessionKey = try store.gateway(named: "loopback")?.mainSessionKey ?? "agent:main:main"
-        let idempotencyKey = UUID().uuidString.lowercased()
-        let reply = ReplyCollector(runId: idempotencyKey)
-        let listener = link.onEvent { role, e in
-            guard role == .operator, e.event == GatewayEvent.chat, let c = ChatEvent(payload: e.payload) else { return }
-            reply.add(c)
-        }
-        say("→ chat.send to \(sessionKey): \"\(message)\"")
-        let params = try JSONValue(encoding: ChatSendParams(sessionKey: sessionKey, message: message, idempotencyKey: idempotencyKey))
-        let ack = try await link.operator.request(GatewayMethod.chatSend, params: params)
-        say("  accepted: run \(ack["runId"]?.stringValue ?? "?"), status \(ack["status"]?.stringValue ?? "?")")
-        guard let text = await reply.final(timeout: .seconds(10)) else {
-            say("Demo failed: no reply within 10 s")
+        let store = try openStore(paths)
+        say("Paired: node and operator connected; device tokens stored (\(try store.tokens(gateway: node.link.record.name).map(\.role).sorted().joined(separator: ", "))).")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while node.audio.captureStatus != "running" && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard node.audio.captureStatus == "running" else {
+            say("Demo failed: the microphone did not start (\(node.audio.captureStatus))")
+            await node.stop()
+            await gateway.stop()
             return 1
         }
-        link.removeListener(listener)
-        say("← reply: \(text)")
 
-        let result = try await gateway.invoke(command: "talk.ptt.start", paramsJSON: "{}", timeoutMs: 5_000)
-        say("gateway → node talk.ptt.start: \(result.ok ? "ok \(result.payloadJSON ?? "")" : result.error?.message ?? "failed")")
-        await link.stop()
-        await gateway.stop()
-        return 0
-    }
-}
+        // Say the message into the virtual microphone while the gateway asks for talk.ptt.once.
+        let utterance = try SpeechSynthesizer.synthesize(message, settings: VoiceSettings())
+        let micConnection = PulseConnection(server: server, clientName: "clawvoice-demo-voice")
+        defer { micConnection.close() }
+        let mic = PulsePlayback(connection: micConnection, sink: micSink)
+        let tap = server.map { PulseConnection(server: $0, clientName: "clawvoice-demo-tap") }
+        defer { tap?.close() }
+        let recording = try await startRecording(tap)
 
-/// Gathers one run's chat events into its final text.
-final class ReplyCollector: Sendable {
-    let runId: String
-    private let state = Mutex<(text: String, done: Bool)>(("", false))
-    init(runId: String) { self.runId = runId }
-
-    func add(_ e: ChatEvent) {
-        guard e.runId == runId else { return }
-        state.withLock { s in
-            switch e.state {
-            case .delta:
-                if let d = e.deltaText { s.text = e.replace ? d : s.text + d } else if let m = e.messageText { s.text = m }
-            case .final:
-                if let m = e.messageText { s.text = m }
-                s.done = true
-            case .aborted, .error:
-                s.done = true
-            case .status:
-                break
+        say("→ gateway invokes talk.ptt.once; saying \"\(message)\" into the microphone…")
+        let invoke = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        try await Task.sleep(for: .milliseconds(200))
+        _ = try await mic.play(utterance)
+        let result = try await invoke.value
+        guard result.ok, let payload = result.payload else {
+            say("Demo failed: talk.ptt.once → \(result.error?.message ?? "no result")")
+            await node.stop()
+            await gateway.stop()
+            return 1
+        }
+        say("← talk.ptt.once: \(payload)")
+        if let relay = await gateway.relayRecords().last {
+            say("  the relay received \(relay.base64Lengths.count) Ogg Opus appends (\(relay.bytes.count) bytes) and decoded \(String(format: "%.2f", (relay.decoded?.durationMilliseconds ?? 0) / 1000)) s")
+        }
+        let spoke = ContinuousClock.now + .seconds(30)
+        while await node.talk.lastSpeech == nil && ContinuousClock.now < spoke { try await Task.sleep(for: .milliseconds(50)) }
+        if let reply = await gateway.requests(method: "chat.send").last?.params?["message"]?.stringValue {
+            say("  chat.send → \"\(reply)\"")
+        }
+        guard let speech = await node.talk.lastSpeech else {
+            say("Demo failed: no reply was spoken within 30 s")
+            await node.stop()
+            await gateway.stop()
+            return 1
+        }
+        say("← reply spoken via \(speech.engine)\(speech.provider.map { " (\($0), \(speech.outputFormat ?? "?"))" } ?? ""): \(String(format: "%.2f", speech.durationMs / 1000)) s")
+        if let recording {
+            let pcm = await recording.finish()
+            let path = wavPath ?? FileManager.default.currentDirectoryPath + "/clawvoice-demo.wav"
+            if FileManager.default.createFile(atPath: path, contents: Data(WAVFile.encode(pcm))) {
+                say("  what the speaker played is in \(path) (\(String(format: "%.2f", pcm.durationMilliseconds / 1000)) s)")
             }
         }
+        await node.stop()
+        await gateway.stop()
+        say("Done.")
+        return 0
     }
 
-    func final(timeout: Duration) async -> String? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let s = state.withLock { $0 }
-            if s.done { return s.text }
-            try? await Task.sleep(for: .milliseconds(20))
+    /// Records the private speaker's monitor until `finish`.
+    final class Recording: Sendable {
+        let capture: PulseCapture
+        let samples = Mutex<[Int16]>([])
+        let task: Task<Void, Never>
+        init(capture: PulseCapture) {
+            self.capture = capture
+            let samples = self.samples
+            task = Task { for await f in capture.frames { samples.withLock { $0 += f.pcm.samples } } }
         }
-        return nil
+        func finish() async -> PCMBuffer {
+            try? await Task.sleep(for: .milliseconds(300))
+            capture.stop()
+            await task.value
+            return PCMBuffer(format: .voice, samples: samples.withLock { $0 })
+        }
+    }
+
+    static func startRecording(_ connection: PulseConnection?) async throws -> Recording? {
+        guard let connection else { return nil }
+        let c = PulseCapture(connection: connection, source: PrivatePulseServer.speaker + ".monitor")
+        try await c.start()
+        return Recording(capture: c)
+    }
+
+    /// `pactl load-module module-null-sink`: a virtual microphone on the user's server. Returns the module index.
+    static func loadVirtualMicrophone() -> String? {
+        let out = pactl(["load-module", "module-null-sink", "sink_name=clawvoice_demo_mic", "rate=16000", "channels=1",
+                         "sink_properties=device.description=clawvoice-demo-microphone"])
+        guard let index = out?.trimmingCharacters(in: .whitespacesAndNewlines), Int(index) != nil else { return nil }
+        return index
+    }
+
+    static func unloadModule(_ index: String) { _ = pactl(["unload-module", index]) }
+
+    static func pactl(_ args: [String]) -> String? {
+        guard let path = ["/usr/bin/pactl", "/usr/local/bin/pactl"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else { return nil }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return nil }
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { return nil }
+        return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 }

@@ -348,9 +348,15 @@ private func requestIds(in text: String) -> [String] {
         #expect(await daemon.waitForExit(.seconds(5)) == 0)
     }
 
-    @Test func `the demo pairs with its own gateway and gets the echo`() async throws {
-        let o = try await CLIEnvironment().run(["demo"], timeout: .seconds(30))
+    @Test func `the demo pairs, runs talk.ptt.once on a virtual microphone and speaks the echo`() async throws {
+        let env = try CLIEnvironment()
+        let wav = env.scratch.sub("demo.wav")
+        let o = try await env.run(["demo", "--out", wav], timeout: .seconds(60))
         #expect(o.status == 0, "\(o)")
-        #expect(o.stdout.contains("← reply: You said: Hello from clawvoice"), "\(o)")
+        #expect(o.stdout.contains("Paired: node and operator connected"), "\(o)")
+        #expect(o.stdout.contains("\"status\":\"queued\""), "\(o)")
+        #expect(o.stdout.contains("← reply spoken via gateway"), "\(o)")
+        let data = try #require(FileManager.default.contents(atPath: wav))
+        #expect(data.count > 44 + 16_000, "the speaker recording holds the spoken reply")
     }
 }

@@ -79,9 +79,18 @@ private func json5Error(_ text: String) -> JSON5Error? {
           log: { level: "debug" },
           control: { socket: "/tmp/x.sock" },
           stateDir: "/var/lib/clawvoice",
-          audio: { anything: [1, 2] },
+          audio: { source: "usb_mic", sink: "headset", preRollMs: 500, headset: true },
+          talk: { silenceTimeoutMs: 1200, sessionKey: "agent:main:kitchen", outputFormat: "mp3_44100_128", speakReplies: false },
+          ptt: { device: "auto", key: "KEY_PHONE", mode: "toggle" },
+          speech: { voice: "en-gb", rateWpm: 200 },
+          wake: { anything: [1, 2] },
         }
         """, file: "f")
+        #expect(c.audio == ClawConfig.Audio(source: "usb_mic", sink: "headset", preRollMs: 500, headset: true))
+        #expect(c.talk.silenceTimeoutMs == 1200 && c.talk.sessionKey == "agent:main:kitchen")
+        #expect(c.talk.outputFormat == "mp3_44100_128" && !c.talk.speakReplies)
+        #expect(c.ptt == ClawConfig.PTT(device: "auto", key: "KEY_PHONE", mode: "toggle"))
+        #expect(c.speech.voice == "en-gb" && c.speech.rateWpm == 200)
         #expect(c.node.displayName == "kitchen")
         #expect(c.node.modelIdentifier == "RaspberryPi5")
         #expect(c.gateway.url == "wss://gw.example:443")
@@ -96,6 +105,13 @@ private func json5Error(_ text: String) -> JSON5Error? {
 }
 
 @Suite struct `Config errors are clear` {
+    @Test func `numbers out of range and bad modes are named with their range`() {
+        #expect(configError("{ audio: { preRollMs: 5000 } }")?.contains("'audio.preRollMs' must be a whole number from 0 to 2000") == true)
+        #expect(configError("{ talk: { opusComplexity: 11 } }")?.contains("from 0 to 10") == true)
+        #expect(configError("{ talk: { silenceTimeoutMs: \"fast\" } }")?.contains("'talk.silenceTimeoutMs' must be a whole number") == true)
+        #expect(configError("{ ptt: { mode: \"press\" } }")?.contains("'ptt.mode' must be \"hold\" or \"toggle\"") == true)
+    }
+
     @Test func `an unknown key is named with the near one suggested`() {
         let e = configError("{ gateway: { urll: \"ws://127.0.0.1:18789\" } }")
         #expect(e?.contains("test.json5") == true)

@@ -1,0 +1,68 @@
+// A PulseAudio of our own for the demo when the machine has no sound server (or when the
+// demo must not touch the user's): two null sinks, one the speaker, one whose monitor is
+// the microphone. It lives in a temporary directory and dies with the demo.
+
+import Audio
+import Foundation
+
+public final class PrivatePulseServer: Sendable {
+    public let directory: String
+    public var server: String { "unix:\(directory)/native" }
+    public static let speaker = "cv_speaker"
+    public static let microphoneSink = "cv_mic"
+    public static let microphone = "cv_mic.monitor"
+    private let process: Process
+
+    /// Starts `pulseaudio` and waits until it answers. Throws with one line when it cannot.
+    public init() async throws {
+        guard let binary = ["/usr/bin/pulseaudio", "/usr/local/bin/pulseaudio"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw ConfigError("no sound server is running and pulseaudio is not installed (apt-get install pulseaudio)")
+        }
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-pa-\(UUID().uuidString.prefix(8))").path
+        let fm = FileManager.default
+        for sub in ["", "/runtime", "/home"] {
+            try fm.createDirectory(atPath: directory + sub, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        let script = """
+        load-module module-native-protocol-unix auth-anonymous=1 socket=\(directory)/native
+        load-module module-null-sink sink_name=\(Self.speaker) rate=48000 channels=2 sink_properties=device.description=clawvoice-speaker
+        load-module module-null-sink sink_name=\(Self.microphoneSink) rate=16000 channels=1 sink_properties=device.description=clawvoice-microphone
+        set-default-sink \(Self.speaker)
+        set-default-source \(Self.microphone)
+
+        """
+        _ = fm.createFile(atPath: directory + "/default.pa", contents: Data(script.utf8))
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr",
+                       "--log-level=error", "-F", directory + "/default.pa"]
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = directory + "/runtime"
+        env["HOME"] = directory + "/home"
+        env.removeValue(forKey: "PULSE_SERVER")
+        p.environment = env
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        let probe = PulseConnection(server: "unix:\(directory)/native", clientName: "clawvoice-probe")
+        defer { probe.close() }
+        do { try await probe.waitUntilReady(timeout: .seconds(8)) } catch {
+            p.terminate()
+            throw ConfigError("the private pulseaudio did not start: \(error)")
+        }
+    }
+
+    public func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Is there a sound server we may use (PULSE_SERVER or the user's)?
+func soundServerAnswers() async -> Bool {
+    let c = PulseConnection(clientName: "clawvoice-probe")
+    defer { c.close() }
+    return (try? await c.waitUntilReady(timeout: .seconds(2))) != nil
+}
