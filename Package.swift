@@ -41,7 +41,7 @@ let package = Package(
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
         .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio"]),
-        .testTarget(name: "ButtonsTests", dependencies: ["Buttons"]),
+        .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )

@@ -26,7 +26,7 @@ public actor RelayUplink {
 
     /// The input encoder for the relay's contract.
     enum Encoder {
-        case ogg(OggOpusStreamWriter)
+        case ogg(OggOpusPacketWriter)
         case pcm(Resampler?)
         case muLaw(Resampler)
     }
@@ -94,7 +94,8 @@ public actor RelayUplink {
             }
             switch i.inputEncoding {
             case .oggOpus:
-                encoder = .ogg(try OggOpusStreamWriter(sampleRateHz: 16_000, channels: 1, bitrate: opusBitrate, complexity: opusComplexity))
+                encoder = .ogg(try OggOpusPacketWriter(sampleRateHz: 16_000, channels: 1, bitrate: opusBitrate, complexity: opusComplexity,
+                                                       pageMilliseconds: limits.batchMs))
             case .pcm16:
                 encoder = .pcm(i.inputSampleRateHz == 16_000 ? nil : try Resampler(from: 16_000, to: i.inputSampleRateHz, channels: 1))
             case .g711MuLaw:

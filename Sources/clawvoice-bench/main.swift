@@ -1,1 +1,219 @@
-print("clawvoice-bench: not yet")
+// clawvoice-bench: speed figures for the audio pipeline, each beside a baseline measured in
+// the same process (these machines are shared and noisy; ratios travel, milliseconds less so).
+//
+//   swift run -c release clawvoice-bench [--json] [--rounds N]
+//
+// Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
+// talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
+// at the sink monitor; espeak-ng text → first sample; stop request → silence at the monitor.
+// Audio runs on a private PulseAudio with null sinks, the gateway is the loopback one.
+
+import Audio
+import COpus
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import LoopbackGateway
+import NodeRuntime
+import Store
+import Talk
+
+let args = CommandLine.arguments.dropFirst()
+let json = args.contains("--json")
+let rounds = args.firstIndex(of: "--rounds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 5
+
+func ms(_ d: Duration) -> Double { Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15 }
+func median(_ xs: [Double]) -> Double { let s = xs.sorted(); return s.isEmpty ? .nan : s[s.count / 2] }
+func note(_ s: String) { if !json { FileHandle.standardError.write(Data((s + "\n").utf8)) } }
+
+struct Figure: Codable {
+    var name: String
+    var value: Double
+    var unit: String
+    var baseline: Double?
+    var ratio: Double?
+    var detail: String
+}
+var figures: [Figure] = []
+
+// MARK: 1. Opus framing: our uplink pipeline (libopus packets muxed into Ogg pages, 20 ms frames
+// in, ~100 ms pages out) vs a bare opus_encode loop over the same audio.
+
+let speechText = "The quick brown fox jumps over the lazy dog. Voice nodes should answer quickly and clearly, every time."
+let raw = try SpeechSynthesizer.synthesize(speechText + " " + speechText + " " + speechText, settings: VoiceSettings())
+let speech = try Resampler.convert(raw.mono(), toRateHz: 16_000)
+let frameCount = speech.samples.count / 320
+note("speech: \(String(format: "%.1f", speech.durationMilliseconds / 1000)) s, \(frameCount) frames")
+
+func bareLibopus() -> (Duration, Int) {
+    var error: Int32 = 0
+    let enc = opus_encoder_create(16_000, 1, OPUS_APPLICATION_VOIP, &error)!
+    defer { opus_encoder_destroy(enc) }
+    _ = cv_opus_set_bitrate(enc, 20_000)
+    _ = cv_opus_set_complexity(enc, 5)
+    var out = [UInt8](repeating: 0, count: 1500)
+    var total = 0
+    let start = ContinuousClock.now
+    speech.samples.withUnsafeBufferPointer { pcm in
+        for f in 0..<frameCount {
+            total += Int(opus_encode(enc, pcm.baseAddress! + f * 320, 320, &out, Int32(out.count)))
+        }
+    }
+    return (ContinuousClock.now - start, total)
+}
+
+func pipeline() throws -> (Duration, Int) {
+    let writer = try OggOpusPacketWriter(sampleRateHz: 16_000, channels: 1, bitrate: 20_000, complexity: 5)
+    var total = 0
+    let start = ContinuousClock.now
+    for f in 0..<frameCount {
+        total += try writer.append(Array(speech.samples[f * 320..<(f + 1) * 320])).count
+    }
+    total += try writer.finish().count
+    return (ContinuousClock.now - start, total)
+}
+
+var bare: [Double] = [], ours: [Double] = []
+var bareBytes = 0, ourBytes = 0
+for _ in 0..<max(rounds, 3) {
+    // Interleaved, so drift in machine load hits both alike.
+    let (b, bb) = bareLibopus(); bare.append(ms(b)); bareBytes = bb
+    let (o, ob) = try pipeline(); ours.append(ms(o)); ourBytes = ob
+}
+let framingRatio = median(ours) / median(bare)
+figures.append(Figure(name: "opus_framing", value: median(ours), unit: "ms", baseline: median(bare), ratio: framingRatio,
+                      detail: "\(String(format: "%.1f", speech.durationMilliseconds / 1000)) s of speech, 20 kb/s, complexity 5; pipeline \(ourBytes) B (Ogg pages), bare \(bareBytes) B (packets); median of \(bare.count)"))
+
+// MARK: 2. espeak-ng text → first sample, against a whole synthesis of the same text.
+
+var firstChunk: [Double] = [], whole: [Double] = []
+for _ in 0..<rounds {
+    let t0 = ContinuousClock.now
+    var first: Duration?
+    try SpeechSynthesizer.synthesize(speechText, settings: VoiceSettings()) { _ in
+        if first == nil { first = ContinuousClock.now - t0 }
+        return true
+    }
+    firstChunk.append(ms(first ?? .zero))
+    let t1 = ContinuousClock.now
+    _ = try SpeechSynthesizer.synthesize(speechText, settings: VoiceSettings())
+    whole.append(ms(ContinuousClock.now - t1))
+}
+figures.append(Figure(name: "espeak_first_sample", value: median(firstChunk), unit: "ms", baseline: median(whole),
+                      ratio: median(firstChunk) / median(whole), detail: "streaming callback vs whole synthesis of a \(speechText.count)-character sentence"))
+
+// MARK: 3–6. Live figures on a private PulseAudio and the loopback gateway.
+
+let pulse = try await PrivatePulseServer()
+defer { pulse.stop() }
+var gc = LoopbackGateway.Configuration()
+gc.autoApprove = true
+gc.auth = .token("bench")
+gc.echoDeltaDelayMs = 1
+let gateway = LoopbackGateway(configuration: gc)
+try await gateway.start()
+let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-bench-\(UUID().uuidString.prefix(6))").path
+defer { try? FileManager.default.removeItem(atPath: dir) }
+let store = try ClawStore(directory: dir)
+let (identity, instanceId) = try store.loadOrCreateIdentity()
+let url = await gateway.url
+try store.upsertGateway(GatewayRecord(name: "bench", url: url, sharedToken: "bench", isActive: true, addedAtMs: 0))
+let (events, sink) = AsyncStream.makeStream(of: EventFrame.self)
+let session = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "bench", url: url),
+                             credentials: GatewayCredentials(sharedToken: "bench"), identity: identity, instanceId: instanceId,
+                             store: store, options: SessionOptions(displayName: "bench", version: "bench"), log: .silent,
+                             onEvent: { sink.yield($0) })
+await session.start()
+_ = await session.waitUntilSettled(timeout: .seconds(10))
+let audio = LiveAudio(source: PrivatePulseServer.microphone, sink: PrivatePulseServer.speaker, server: pulse.server, log: .silent)
+let speechOut = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: audio.playback), config: SpeechConfig(), log: .silent)
+var tc = TalkConfig()
+tc.speakReplies = false
+let talk = TalkController(channel: session, speech: speechOut, config: tc, log: .silent)
+let pump = Task { for await e in events { await talk.handle(e) } }
+audio.start(feeding: talk)
+while audio.captureStatus != "running" { try await Task.sleep(for: .milliseconds(20)) }
+let micConn = PulseConnection(server: pulse.server, clientName: "bench-mic")
+let mic = PulsePlayback(connection: micConn, sink: PrivatePulseServer.microphoneSink)
+let short = try Resampler.convert(try SpeechSynthesizer.synthesize("hello there", settings: VoiceSettings()).mono(), toRateHz: 16_000)
+
+var startToFrame: [Double] = [], stopToLast: [Double] = []
+for _ in 0..<rounds {
+    _ = try await talk.start()
+    _ = try await mic.play(short)
+    _ = await talk.stop()
+    if let t = await talk.lastTiming {
+        if let a = t.startToFirstFrame { startToFrame.append(ms(a)) }
+        if let b = t.stopToLastUplinkCall { stopToLast.append(ms(b)) }
+    }
+}
+figures.append(Figure(name: "ptt_start_to_first_frame", value: median(startToFrame), unit: "ms", baseline: 20, ratio: median(startToFrame) / 20,
+                      detail: "talk.ptt.start to the first 20 ms frame in the capture (baseline: one frame period); median of \(startToFrame.count)"))
+figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopToLast), unit: "ms", baseline: nil, ratio: nil,
+                      detail: "stop to the last talk.session.appendAudio leaving; median of \(stopToLast.count)"))
+
+// Speaker monitor: frames stamped as they arrive from PulseAudio.
+let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
+let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor")
+try await tap.start()
+let heard = Mutex<[(ContinuousClock.Instant, Double)]>([])
+let reader = Task { for await f in tap.frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
+func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
+func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+    heard.withLock { h in
+        let after = h.filter { $0.0 > t }
+        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(10).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
+        return nil
+    }
+}
+
+// Clip arrival → first sample at the monitor, against the monitor path's own latency (a tone played directly).
+let clip = try ClipDecoder.decode(PCMBuffer(format: AudioFormat(sampleRateHz: 24_000, channels: 1), samples: try Resampler.convert(raw.mono(), toRateHz: 24_000).samples).bytes,
+                                  outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
+let playback = audio.playback
+var clipToSound: [Double] = [], stopToSilence: [Double] = []
+for _ in 0..<rounds {
+    try await Task.sleep(for: .milliseconds(300))
+    let arrived = ContinuousClock.now
+    let bytes = PCMBuffer(format: clip.format, samples: clip.samples).bytes  // the clip as it comes off the wire
+    let decoded = try ClipDecoder.decode(bytes, outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
+    let playing = Task { try await playback.play(decoded) }
+    while firstLoud(after: arrived) == nil && ContinuousClock.now - arrived < .seconds(3) { try await Task.sleep(for: .milliseconds(5)) }
+    if let loud = firstLoud(after: arrived) { clipToSound.append(ms(loud - arrived)) }
+    try await Task.sleep(for: .milliseconds(400))
+    let stopAt = ContinuousClock.now
+    await speechOut.stop()
+    playback.stop()
+    _ = try? await playing.value
+    try await Task.sleep(for: .milliseconds(400))
+    if let quiet = firstQuietRun(after: stopAt) { stopToSilence.append(ms(quiet - stopAt)) }
+}
+figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
+                      detail: "pcm_24000 clip bytes in hand → first audible 20 ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
+figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
+                      detail: "stop request → first of ten silent monitor frames (goal ≤ 50 ms); median of \(stopToSilence.count)"))
+
+tap.stop()
+await reader.value
+audio.stop()
+pump.cancel()
+await session.stop()
+await gateway.stop()
+micConn.close()
+tapConn.close()
+
+let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+if json {
+    let out: [String: JSONValue] = ["machine": .string(machine), "rounds": .number(Double(rounds)),
+                                    "figures": try JSONValue(encoding: figures)]
+    print(try JSONCoding.string(JSONValue.object(out)))
+} else {
+    print("clawvoice-bench on \(machine)")
+    for f in figures {
+        let base = f.baseline.map { String(format: "  baseline %.2f %@", $0, f.unit) } ?? ""
+        let ratio = f.ratio.map { String(format: "  ratio %.2f×", $0) } ?? ""
+        print(String(format: "%-32@ %9.2f %@", f.name, f.value, f.unit) + base + ratio)
+        print("    " + f.detail)
+    }
+}
+exit(0)
