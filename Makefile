@@ -49,12 +49,17 @@ peer-test: build $(PEER_VENV)/.ready
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# The Swift test run goes last so its summary closes the output.
+# The Swift test run goes last so its summary closes the output. Audio tests run against a
+# private PulseAudio with null sinks (tests/audio/pulse-server.sh), never the desktop's.
 test: deps $(PEER_VENV)/.ready
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory fuzz
-	@set -o pipefail; swift test --skip-build $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log && { \
+	@eval "$$(bash tests/audio/pulse-server.sh start)"; echo "make: private PulseAudio at $$PULSE_SERVER"; \
+	set -o pipefail; swift test --skip-build $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
+	bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
+	CLAWVOICE_PULSE_DIR=/tmp/clawvoice-pulse-talk-$$(id -u) bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
+	[ $$status -eq 0 ] && { \
 	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
 	  echo "swift-test: $${n:-0} passed, 0 failed"; }
 
