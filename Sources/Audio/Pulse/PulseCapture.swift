@@ -1,0 +1,323 @@
+// PulseCapture: owns one PulseAudio record stream: 16 kHz mono s16le from a source chosen by name,
+// re-chunked into exact 20 ms frames and handed out through a bounded AsyncStream. When the server
+// goes away it waits, and when the connection is ready again it re-creates its stream by itself
+// and records the gap. The only file that calls pa_stream_connect_record and pa_stream_peek.
+
+internal import CPulse
+import Foundation
+
+/// One 20 ms frame as it left PulseAudio.
+public struct CapturedFrame: Sendable {
+    /// Exactly one frame length of 16 kHz mono s16le (320 samples for 20 ms).
+    public var pcm: PCMBuffer
+    /// 0, 1, 2, … in delivery order for this capture (a dropped frame still used its number).
+    public var sequence: Int
+    /// When libpulse handed over the bytes that completed this frame.
+    public var receivedAt: ContinuousClock.Instant
+    /// The first frame after the server came back: the audio before it does not join up.
+    public var followsGap: Bool
+}
+
+/// What a capture is doing, for `clawvoice status`.
+public enum CaptureStatus: Sendable, Equatable, CustomStringConvertible {
+    /// Not started.
+    case idle
+    /// Waiting for its stream to connect.
+    case starting
+    /// Frames are flowing.
+    case running
+    /// The sound server is gone; the stream comes back with the connection.
+    case waitingForServer
+    /// The stream failed while the server was fine (one line); it is retried every 2 s.
+    case failed(String)
+    /// `stop()` was called.
+    case stopped
+
+    public var description: String {
+        switch self {
+        case .idle: return "idle"
+        case .starting: return "starting"
+        case .running: return "running"
+        case .waitingForServer: return "waiting for the sound server"
+        case .failed(let reason): return "failed: \(reason)"
+        case .stopped: return "stopped"
+        }
+    }
+}
+
+/// Records from a PulseAudio source at 16 kHz mono s16le in 20 ms frames.
+///
+/// Create, `start()`, read `frames`, `stop()` (which also finishes `frames`). One start per object.
+/// Call `stop()`: a started capture keeps itself alive, and keeps recording, until then.
+public final class PulseCapture: @unchecked Sendable {
+    public let connection: PulseConnection
+    /// The source name (`audio.source`), or nil for the server's default source.
+    public let source: String?
+    public let format: AudioFormat
+    public let frameMilliseconds: Int
+    /// Frames waiting for the consumer; when it falls behind, the oldest are dropped and counted.
+    public let frames: AsyncStream<CapturedFrame>
+
+    private let continuation: AsyncStream<CapturedFrame>.Continuation
+    private let events = DispatchQueue(label: "clawvoice.pulse.capture.events")
+
+    // Guarded by the connection's main loop lock.
+    private var stream: OpaquePointer?
+    private var retainedSelf: Unmanaged<PulseCapture>?
+    private var started = false
+    private var wantRunning = false
+    private var everRan = false
+    private var startWaiter: CheckedContinuation<Void, any Error>?
+    private var observerID: Int?
+    private var chunker: PCMFrameChunker
+    private var nextSequence = 0
+    private var lastFrameAt: ContinuousClock.Instant?
+    private var lostAt: ContinuousClock.Instant?
+    private var nextFollowsGap = false
+    private var retryToken = 0
+    private var currentStatus: CaptureStatus = .idle
+    private var statusHandler: (@Sendable (CaptureStatus) -> Void)?
+    private var dropped = 0
+    private var recordedGaps: [Duration] = []
+
+    /// - Parameters:
+    ///   - source: a source name from `clawvoice audio devices`, or nil for the default.
+    ///   - bufferedFrames: how many frames may wait for the consumer (default 100 = 2 s).
+    public init(connection: PulseConnection, source: String? = nil, frameMilliseconds: Int = 20,
+                bufferedFrames: Int = 100) {
+        self.connection = connection
+        self.source = source
+        self.format = .voice
+        self.frameMilliseconds = frameMilliseconds
+        self.chunker = PCMFrameChunker(format: .voice, frameMilliseconds: frameMilliseconds)
+        (frames, continuation) = AsyncStream.makeStream(of: CapturedFrame.self,
+                                                        bufferingPolicy: .bufferingNewest(max(bufferedFrames, 1)))
+    }
+
+    deinit {
+        continuation.finish()
+    }
+
+    // MARK: - Observing
+
+    public var status: CaptureStatus { connection.withLock { currentStatus } }
+
+    /// Frames dropped because the consumer of `frames` fell behind.
+    public var droppedFrames: Int { connection.withLock { dropped } }
+
+    /// One entry per resumption after the server came back: the time from the last frame before
+    /// the loss to the first frame after it.
+    public var gaps: [Duration] { connection.withLock { recordedGaps } }
+
+    /// Called on a private serial queue, in order, for every status change.
+    public var onStatusChange: (@Sendable (CaptureStatus) -> Void)? {
+        get { connection.withLock { statusHandler } }
+        set { connection.withLock { statusHandler = newValue } }
+    }
+
+    // MARK: - Control
+
+    /// Connects the record stream and returns once it runs.
+    /// - Throws: `PulseError.noSuchSource` for an unknown source name, `.notConnected` when the
+    ///   server is unreachable for `timeout`, `.call` for anything else libpulse refuses.
+    public func start(timeout: Duration = .seconds(5)) async throws {
+        try await connection.waitUntilReady(timeout: timeout)
+        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
+            connection.withLock {
+                guard !started else {
+                    waiter.resume(throwing: PulseError.call("PulseCapture.start", message: "already started"))
+                    return
+                }
+                started = true
+                wantRunning = true
+                startWaiter = waiter
+                observerID = connection.addObserver { [weak self] state, _ in self?.connectionChanged(state) }
+                setStatus(.starting)
+                openStream()
+            }
+        }
+    }
+
+    /// Stops recording and finishes `frames`. Safe to call more than once, from any thread.
+    public func stop() {
+        connection.withLock {
+            wantRunning = false
+            retryToken += 1
+            teardownStream()
+            if let id = observerID { connection.removeObserver(id) }
+            observerID = nil
+            if let waiter = startWaiter {
+                startWaiter = nil
+                waiter.resume(throwing: PulseError.closed)
+            }
+            if started { setStatus(.stopped) }
+            continuation.finish()
+        }
+    }
+
+    // MARK: - Stream (lock held from here on)
+
+    private func openStream() {
+        guard wantRunning, stream == nil else { return }
+        guard let (ctx, _) = connection.readyContext else {
+            setStatus(.waitingForServer)
+            return
+        }
+        var spec = pa_sample_spec(format: PA_SAMPLE_S16LE, rate: UInt32(format.sampleRateHz),
+                                  channels: UInt8(format.channels))
+        guard let s = pa_stream_new(ctx, "clawvoice capture", &spec, nil) else {
+            streamFailed(.call("pa_stream_new", message: connection.lastError()))
+            return
+        }
+        stream = s
+        let retained = Unmanaged.passRetained(self)
+        retainedSelf = retained
+        let userdata = retained.toOpaque()
+        pa_stream_set_state_callback(s, { s, userdata in
+            guard let userdata else { return }
+            Unmanaged<PulseCapture>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
+        }, userdata)
+        pa_stream_set_read_callback(s, { s, _, userdata in
+            guard let userdata else { return }
+            Unmanaged<PulseCapture>.fromOpaque(userdata).takeUnretainedValue().readable(s)
+        }, userdata)
+        // fragsize = one frame, with ADJUST_LATENCY, asks the server for 20 ms wakeups instead of
+        // its default of about 2 s per fragment.
+        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max,
+                                  minreq: UInt32.max,
+                                  fragsize: UInt32(format.frames(milliseconds: frameMilliseconds) * format.bytesPerFrame))
+        let result: Int32
+        if let source {
+            result = source.withCString { pa_stream_connect_record(s, $0, &attr, PA_STREAM_ADJUST_LATENCY) }
+        } else {
+            result = pa_stream_connect_record(s, nil, &attr, PA_STREAM_ADJUST_LATENCY)
+        }
+        if result < 0 {
+            streamFailed(errorForFailure(call: "pa_stream_connect_record"))
+        }
+    }
+
+    private func streamStateChanged(_ s: OpaquePointer?) {
+        guard let s, s == stream else { return }
+        let state = pa_stream_get_state(s)
+        if state == PA_STREAM_READY {
+            let now = ContinuousClock.now
+            if everRan {
+                // Back after the server went away: the frames on either side do not join.
+                if let before = lastFrameAt ?? lostAt { recordedGaps.append(now - before) }
+                nextFollowsGap = true
+                chunker.reset()
+            }
+            everRan = true
+            setStatus(.running)
+            if let waiter = startWaiter {
+                startWaiter = nil
+                waiter.resume()
+            }
+        } else if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+            // A dying context fails its streams too; the connection observer handles that case.
+            guard connection.isReadyLocked else { return }
+            streamFailed(errorForFailure(call: everRan ? "pa_stream (record)" : "pa_stream_connect_record"))
+        }
+    }
+
+    private func errorForFailure(call: String) -> PulseError {
+        if let source, connection.lastErrorCode() == Int32(PA_ERR_NOENTITY.rawValue) {
+            return .noSuchSource(source)
+        }
+        return .call(call, message: connection.lastError())
+    }
+
+    private func streamFailed(_ error: PulseError) {
+        teardownStream()
+        if let waiter = startWaiter {
+            // start() fails as a whole: nothing keeps running behind the caller's back.
+            startWaiter = nil
+            wantRunning = false
+            if let id = observerID { connection.removeObserver(id) }
+            observerID = nil
+            setStatus(.failed(error.description))
+            continuation.finish()
+            waiter.resume(throwing: error)
+            return
+        }
+        setStatus(.failed(error.description))
+        scheduleRetry()
+    }
+
+    /// A stream that failed on a healthy server (its source was unplugged, say) is retried every 2 s.
+    private func scheduleRetry() {
+        retryToken += 1
+        let token = retryToken
+        DispatchQueue.global().asyncAfter(deadline: .now() + 2) { [weak self] in
+            guard let self else { return }
+            self.connection.withLock {
+                guard self.retryToken == token else { return }
+                self.openStream()
+            }
+        }
+    }
+
+    private func connectionChanged(_ state: PulseConnectionState) {
+        guard wantRunning else { return }
+        if state == .ready {
+            openStream()
+            return
+        }
+        if startWaiter != nil {
+            streamFailed(.connectionLost)
+            return
+        }
+        // The context is gone, and with it the stream: drop ours before libpulse fails it.
+        if stream != nil {
+            lostAt = ContinuousClock.now
+            teardownStream()
+        }
+        retryToken += 1
+        setStatus(.waitingForServer)
+    }
+
+    private func readable(_ s: OpaquePointer?) {
+        guard let s, s == stream else { return }
+        let now = ContinuousClock.now
+        var complete: [PCMBuffer] = []
+        while pa_stream_readable_size(s) > 0 {
+            var data: UnsafeRawPointer?
+            var length = 0
+            guard pa_stream_peek(s, &data, &length) == 0, length > 0 else { break }
+            if let data {
+                complete += chunker.append(littleEndianBytes: UnsafeRawBufferPointer(start: data, count: length))
+            } else {
+                // A hole (the server lost data): what is pending no longer joins what follows.
+                chunker.reset()
+            }
+            pa_stream_drop(s)
+        }
+        for pcm in complete {
+            let frame = CapturedFrame(pcm: pcm, sequence: nextSequence, receivedAt: now, followsGap: nextFollowsGap)
+            nextSequence += 1
+            nextFollowsGap = false
+            lastFrameAt = now
+            if case .dropped = continuation.yield(frame) { dropped += 1 }
+        }
+    }
+
+    private func teardownStream() {
+        guard let s = stream else { return }
+        stream = nil
+        pa_stream_set_state_callback(s, nil, nil)
+        pa_stream_set_read_callback(s, nil, nil)
+        if PA_STREAM_IS_GOOD(pa_stream_get_state(s)) != 0 { pa_stream_disconnect(s) }
+        pa_stream_unref(s)
+        // Last: this may be the final reference to self.
+        let retained = retainedSelf
+        retainedSelf = nil
+        retained?.release()
+    }
+
+    private func setStatus(_ newStatus: CaptureStatus) {
+        guard newStatus != currentStatus else { return }
+        currentStatus = newStatus
+        if let handler = statusHandler { events.async { handler(newStatus) } }
+    }
+}

@@ -1,0 +1,392 @@
+// PulseConnection: owns the libpulse threaded main loop and its one context: connecting, noticing
+// when the sound server dies or restarts (PipeWire's pulse server included), and reconnecting with
+// backoff without the owner doing anything. Streams (PulseCapture, PulsePlayback) and the device
+// lists ride on it; it never creates streams itself.
+//
+// Locking: every pa_* call and every field below is guarded by the main loop's own lock. Callbacks
+// from libpulse already run with it held, on the main loop thread; `withLock` takes it only when
+// called from elsewhere. User-facing callbacks (`onStateChange`) run on a private serial queue so a
+// slow observer never stalls audio.
+
+internal import CPulse
+import Foundation
+
+/// What a `PulseConnection` is doing.
+public enum PulseConnectionState: Sendable, Equatable, CustomStringConvertible {
+    /// An attempt to reach the server is in flight.
+    case connecting
+    /// The context is ready: streams and device queries work.
+    case ready
+    /// The latest attempt failed (one line: the pa_ call and pa_strerror); the next follows the backoff.
+    case failed(String)
+    /// An established connection was lost (the server died or restarted), or `close()` was called.
+    case disconnected
+
+    public var description: String {
+        switch self {
+        case .connecting: return "connecting"
+        case .ready: return "ready"
+        case .failed(let reason): return "failed: \(reason)"
+        case .disconnected: return "disconnected"
+        }
+    }
+}
+
+/// Reconnect delays: `initialSeconds` doubling to `maximumSeconds`; reset when a connection is ready.
+public struct PulseBackoff: Sendable, Equatable {
+    public var initialSeconds: Double
+    public var maximumSeconds: Double
+    /// Failed attempts since the last ready connection.
+    public private(set) var attempts = 0
+
+    public init(initialSeconds: Double = 0.5, maximumSeconds: Double = 10) {
+        self.initialSeconds = initialSeconds
+        self.maximumSeconds = maximumSeconds
+    }
+
+    /// The delay before the next attempt, in seconds; each call doubles the following one.
+    public mutating func nextDelaySeconds() -> Double {
+        // The exponent is capped so a very long outage cannot overflow to infinity.
+        let delay = min(maximumSeconds, initialSeconds * pow(2, Double(min(attempts, 30))))
+        attempts += 1
+        return delay
+    }
+
+    public mutating func reset() { attempts = 0 }
+}
+
+/// A connection to a PulseAudio server on its own threaded main loop.
+///
+/// Create one per process; it starts connecting at once and keeps itself connected until
+/// `close()`. `generation` increases each time a new context becomes ready, which is how streams
+/// know to re-create themselves after a server restart.
+public final class PulseConnection: @unchecked Sendable {
+    /// The server address given at init (`unix:/path`, `tcp:host`), or nil for `PULSE_SERVER` / the default.
+    public let server: String?
+    public let clientName: String
+
+    let mainloop: OpaquePointer
+    // Guarded by the main loop lock from here on.
+    private(set) var context: OpaquePointer?
+    private var currentState: PulseConnectionState = .connecting
+    private var currentGeneration = 0
+    private var contextWasReady = false
+    private var backoff: PulseBackoff
+    private var closed = false
+    private var retryToken = 0
+    private var observers: [Int: (PulseConnectionState, Int) -> Void] = [:]
+    private var nextObserverID = 0
+    private var readyWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
+    private var nextWaiterID = 0
+    private var pendingQueries: [ObjectIdentifier: any PulsePendingQuery] = [:]
+    private var stateHandler: (@Sendable (PulseConnectionState) -> Void)?
+    private let events = DispatchQueue(label: "clawvoice.pulse.events")
+
+    /// Starts the main loop thread and the first connection attempt.
+    /// - Parameters:
+    ///   - server: a PulseAudio server string; nil lets libpulse use `PULSE_SERVER` or its default.
+    ///   - backoff: reconnect delays (default 0.5 s doubling to 10 s).
+    public init(server: String? = nil, clientName: String = "clawvoice", backoff: PulseBackoff = PulseBackoff()) {
+        self.server = server
+        self.clientName = clientName
+        self.backoff = backoff
+        // Allocation failure here means the process is out of memory; nothing sensible remains.
+        guard let loop = pa_threaded_mainloop_new() else { fatalError("pa_threaded_mainloop_new failed") }
+        mainloop = loop
+        pa_threaded_mainloop_set_name(loop, "clawvoice-pulse")
+        withLock { attemptConnect() }
+        if pa_threaded_mainloop_start(loop) < 0 {
+            withLock {
+                releaseContext()
+                setState(.failed("pa_threaded_mainloop_start: could not start the PulseAudio thread"))
+            }
+        }
+    }
+
+    deinit {
+        let loop = MainloopHandle(pointer: mainloop)
+        let onLoopThread = pa_threaded_mainloop_in_thread(mainloop) != 0
+        withLock {
+            closed = true
+            releaseContext()
+        }
+        if onLoopThread {
+            // The last reference died inside a libpulse callback; the thread cannot join itself.
+            DispatchQueue.global().async { pa_threaded_mainloop_free(loop.pointer) }
+        } else {
+            pa_threaded_mainloop_free(mainloop)
+        }
+    }
+
+    // MARK: - Observing
+
+    /// The current state.
+    public var state: PulseConnectionState { withLock { currentState } }
+
+    /// Increases by one each time a context becomes ready; streams from an older generation are dead.
+    public var generation: Int { withLock { currentGeneration } }
+
+    /// Called on a private serial queue, in order, for every state change.
+    public var onStateChange: (@Sendable (PulseConnectionState) -> Void)? {
+        get { withLock { stateHandler } }
+        set { withLock { stateHandler = newValue } }
+    }
+
+    /// Waits until the connection is ready, or throws `PulseError.notConnected` after `timeout`.
+    public func waitUntilReady(timeout: Duration = .seconds(5)) async throws {
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            withLock {
+                if currentState == .ready { continuation.resume(); return }
+                if closed { continuation.resume(throwing: PulseError.closed); return }
+                nextWaiterID += 1
+                let id = nextWaiterID
+                readyWaiters[id] = continuation
+                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
+                    guard let self else { return }
+                    self.withLock {
+                        guard let waiter = self.readyWaiters.removeValue(forKey: id) else { return }
+                        waiter.resume(throwing: PulseError.notConnected(state: self.currentState.description))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops reconnecting and drops the context. Streams on this connection see `.disconnected`.
+    public func close() {
+        let onLoopThread = pa_threaded_mainloop_in_thread(mainloop) != 0
+        let wasOpen = withLock { () -> Bool in
+            guard !closed else { return false }
+            closed = true
+            retryToken += 1
+            // Observers hear about it first, so streams are torn down before their context.
+            setState(.disconnected)
+            failPendingQueries(.closed)
+            for waiter in readyWaiters.values { waiter.resume(throwing: PulseError.closed) }
+            readyWaiters.removeAll()
+            releaseContext()
+            return true
+        }
+        if wasOpen && !onLoopThread { pa_threaded_mainloop_stop(mainloop) }
+    }
+
+    // MARK: - For streams (call with the lock held)
+
+    /// Runs `body` with the main loop lock held; safe to call from libpulse callbacks.
+    @discardableResult
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        if pa_threaded_mainloop_in_thread(mainloop) != 0 { return try body() }
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        return try body()
+    }
+
+    /// Registers `observer`, called with the lock held on every state change with the generation.
+    func addObserver(_ observer: @escaping (PulseConnectionState, Int) -> Void) -> Int {
+        withLock {
+            nextObserverID += 1
+            observers[nextObserverID] = observer
+            return nextObserverID
+        }
+    }
+
+    func removeObserver(_ id: Int) {
+        withLock { _ = observers.removeValue(forKey: id) }
+    }
+
+    /// The ready context and its generation, or nil. Lock held.
+    var readyContext: (context: OpaquePointer, generation: Int)? {
+        guard currentState == .ready, let context else { return nil }
+        return (context, currentGeneration)
+    }
+
+    var isReadyLocked: Bool { currentState == .ready && context != nil }
+    var stateLocked: PulseConnectionState { currentState }
+
+    /// `pa_strerror` of the context's last error. Lock held.
+    func lastError() -> String {
+        guard let context else { return "no context" }
+        return String(cString: pa_strerror(pa_context_errno(context)))
+    }
+
+    /// The context's last error code (a `PA_ERR_*`). Lock held.
+    func lastErrorCode() -> Int32 {
+        guard let context else { return 0 }
+        return pa_context_errno(context)
+    }
+
+    // MARK: - Connecting
+
+    private func attemptConnect() {
+        guard !closed else { return }
+        releaseContext()
+        let api = pa_threaded_mainloop_get_api(mainloop)
+        guard let ctx = pa_context_new(api, clientName) else {
+            setState(.failed("pa_context_new: out of memory"))
+            scheduleRetry()
+            return
+        }
+        context = ctx
+        contextWasReady = false
+        pa_context_set_state_callback(ctx, { ctx, userdata in
+            guard let ctx, let userdata else { return }
+            Unmanaged<PulseConnection>.fromOpaque(userdata).takeUnretainedValue().contextStateChanged(ctx)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        setState(.connecting)
+        // NOAUTOSPAWN: a daemon must not start a sound server of its own; it waits for the real one.
+        let result: Int32
+        if let server {
+            result = server.withCString { pa_context_connect(ctx, $0, PA_CONTEXT_NOAUTOSPAWN, nil) }
+        } else {
+            result = pa_context_connect(ctx, nil, PA_CONTEXT_NOAUTOSPAWN, nil)
+        }
+        if result < 0 {
+            let reason = "pa_context_connect: \(lastError())"
+            releaseContext()
+            setState(.failed(reason))
+            scheduleRetry()
+        }
+    }
+
+    private func contextStateChanged(_ ctx: OpaquePointer) {
+        // A late callback from a context we already dropped must not touch its replacement.
+        guard ctx == context else { return }
+        let paState = pa_context_get_state(ctx)
+        if paState == PA_CONTEXT_READY {
+            contextWasReady = true
+            backoff.reset()
+            currentGeneration += 1
+            setState(.ready)
+        } else if paState == PA_CONTEXT_FAILED {
+            let reason = lastError()
+            let wasReady = contextWasReady
+            releaseContext()
+            failPendingQueries(wasReady ? .connectionLost : .notConnected(state: reason))
+            setState(wasReady ? .disconnected : .failed("pa_context_connect: \(reason)"))
+            scheduleRetry()
+        }
+        // TERMINATED only follows our own pa_context_disconnect, after the callback was cleared.
+    }
+
+    private func scheduleRetry() {
+        guard !closed else { return }
+        retryToken += 1
+        let token = retryToken
+        let delay = backoff.nextDelaySeconds()
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self else { return }
+            self.withLock {
+                // A newer retry or close() supersedes this one.
+                guard !self.closed, self.retryToken == token, self.context == nil else { return }
+                self.attemptConnect()
+            }
+        }
+    }
+
+    private func releaseContext() {
+        guard let ctx = context else { return }
+        context = nil
+        pa_context_set_state_callback(ctx, nil, nil)
+        // A no-op for a context that already failed; for a live one it ends its streams.
+        pa_context_disconnect(ctx)
+        pa_context_unref(ctx)
+    }
+
+    private func setState(_ newState: PulseConnectionState) {
+        guard newState != currentState else { return }
+        currentState = newState
+        let generation = currentGeneration
+        for (_, observer) in observers.sorted(by: { $0.key < $1.key }) { observer(newState, generation) }
+        if newState == .ready {
+            for waiter in readyWaiters.values { waiter.resume() }
+            readyWaiters.removeAll()
+        }
+        if let handler = stateHandler { events.async { handler(newState) } }
+    }
+
+    // MARK: - Queries
+
+    func register(_ query: any PulsePendingQuery) { pendingQueries[ObjectIdentifier(query)] = query }
+    func unregister(_ query: any PulsePendingQuery) { pendingQueries.removeValue(forKey: ObjectIdentifier(query)) }
+
+    private func failPendingQueries(_ error: PulseError) {
+        let queries = pendingQueries.values
+        pendingQueries.removeAll()
+        // libpulse cancels a dead context's operations without calling back, so answer them here.
+        for query in queries { query.abandon(error) }
+    }
+}
+
+/// A main loop pointer carried to the queue that frees it.
+private struct MainloopHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// A query in flight whose callback may never come (the context died): the connection abandons it.
+protocol PulsePendingQuery: AnyObject {
+    func abandon(_ error: PulseError)
+}
+
+/// One introspection query: collects values from libpulse callbacks and resumes its caller once.
+final class PulseQuery<Value: Sendable>: PulsePendingQuery {
+    let connection: PulseConnection
+    var value: Value
+    var operation: OpaquePointer?
+    private var continuation: CheckedContinuation<Value, any Error>?
+
+    init(connection: PulseConnection, initial: Value, continuation: CheckedContinuation<Value, any Error>) {
+        self.connection = connection
+        self.value = initial
+        self.continuation = continuation
+    }
+
+    /// Lock held. Ends the query with its collected value or an error.
+    func finish(_ error: PulseError? = nil) {
+        connection.unregister(self)
+        if let operation { pa_operation_unref(operation) }
+        operation = nil
+        if let error { continuation?.resume(throwing: error) } else { continuation?.resume(returning: value) }
+        continuation = nil
+    }
+
+    func abandon(_ error: PulseError) {
+        if let operation { pa_operation_cancel(operation); pa_operation_unref(operation) }
+        operation = nil
+        continuation?.resume(throwing: error)
+        continuation = nil
+    }
+
+    var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static func from(_ userdata: UnsafeMutableRawPointer?) -> PulseQuery<Value>? {
+        guard let userdata else { return nil }
+        return Unmanaged<PulseQuery<Value>>.fromOpaque(userdata).takeUnretainedValue()
+    }
+}
+
+extension PulseConnection {
+    /// Starts an introspection query on the ready context and waits for it to finish.
+    /// `start` issues the pa_context_get_* call with the query's userdata; `call` names it for errors.
+    func runQuery<Value: Sendable>(
+        _ call: String, initial: Value, timeout: Duration = .seconds(5),
+        start: (OpaquePointer, PulseQuery<Value>) -> OpaquePointer?
+    ) async throws -> Value {
+        try await waitUntilReady(timeout: timeout)
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+            withLock {
+                guard let (ctx, _) = readyContext else {
+                    continuation.resume(throwing: PulseError.notConnected(state: stateLocked.description))
+                    return
+                }
+                let query = PulseQuery(connection: self, initial: initial, continuation: continuation)
+                register(query)
+                guard let operation = start(ctx, query) else {
+                    query.finish(.call(call, message: lastError()))
+                    return
+                }
+                query.operation = operation
+            }
+        }
+    }
+}
