@@ -36,6 +36,8 @@ public actor LoopbackGateway {
         public var relay: RelayMode = .oggOpus
         /// talk.speak's format when the request names none.
         public var talkSpeakDefaultFormat = "pcm_24000"
+        /// What `talk.config` reports as `talk.silenceTimeoutMs` (nil: the key is absent).
+        public var silenceTimeoutMs: Int? = nil
         /// tts.speak has no format parameter; this is what it returns.
         public var ttsSpeakFormat = "wav"
         public init() {}
@@ -543,7 +545,7 @@ public actor LoopbackGateway {
     }
 
     var advertisedMethods: [String] {
-        Self.methods + ["talk.speak", "tts.speak"]
+        Self.methods + ["talk.speak", "tts.speak", "talk.config"]
             + (configuration.relay == .disabled ? [] : ["talk.session.create", "talk.session.appendAudio", "talk.session.close"])
     }
 

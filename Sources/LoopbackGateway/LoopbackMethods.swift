@@ -14,7 +14,7 @@ extension LoopbackGateway {
         switch method {
         case "chat.send", "chat.abort", "voicewake.set", "node.invoke", "tts.speak": return "operator.write"
         case "talk.speak", "talk.session.create", "talk.session.appendAudio", "talk.session.close": return "operator.talk"
-        case "chat.history", "voicewake.get", "node.list", "gateway.identity.get": return "operator.read"
+        case "chat.history", "voicewake.get", "node.list", "gateway.identity.get", "talk.config": return "operator.read"
         default: return nil
         }
     }

@@ -62,6 +62,11 @@ extension LoopbackGateway {
         case "talk.speak", "tts.speak":
             speakMethod(req, p, conn)
             return true
+        case "talk.config":
+            var talk: [String: JSONValue] = ["interruptOnSpeech": true, "provider": "loopback-espeak"]
+            if let ms = configuration.silenceTimeoutMs { talk["silenceTimeoutMs"] = .number(Double(ms)) }
+            reply(req.id, ["config": ["talk": .object(talk), "session": ["mainKey": "main"]]], to: conn.id)
+            return true
         default:
             return false
         }

@@ -113,6 +113,10 @@ public final class NodeDaemon: Sendable {
         self.events = events
         self.eventSink = sink
         link.onEvent { role, e in sink.yield((role, e)) }
+        // Each time the operator session (re)connects, take the gateway's Talk settings.
+        link.onStatus { s in
+            if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig() } }
+        }
         if let device = config.ptt.device {
             do {
                 button = try PTTButtonService(device: device, key: config.ptt.key,

@@ -88,6 +88,19 @@ public actor TalkController {
         preRoll = PreRollBuffer(milliseconds: config.preRollMs)
     }
 
+    /// Reads `talk.config` from the gateway: its `silenceTimeoutMs` wins over the local default.
+    /// Gateways without the method (or without the key) leave the config as it is.
+    public func syncGatewayConfig() async {
+        guard let result = try? await channel.request("talk.config", params: [:], timeoutMs: 10_000) else { return }
+        let talk = result["config"]?["talk"]
+        if let ms = talk?["silenceTimeoutMs"]?.intValue, ms >= 200, ms <= 10_000, Int(ms) != config.silenceTimeoutMs {
+            config.silenceTimeoutMs = Int(ms)
+            log.log(.info, "talk", "silence timeout from the gateway: \(ms) ms")
+        }
+    }
+
+    public var silenceTimeoutMs: Int { config.silenceTimeoutMs }
+
     public func setMicrophone(_ state: MicrophoneState) {
         microphone = state
         if case .unavailable(let why) = state, let c = capture {
@@ -182,6 +195,20 @@ public actor TalkController {
         capture = c
         machine.started(id)
         log.log(.info, "talk", "capture \(id) started\(once ? " (once)" : "")")
+        // The endpointer counts frames; this cap holds even when the microphone stops delivering them.
+        let capMs = (once ? config.onceMaxMs : config.captureMaxMs) + 500
+        Task {
+            try? await Task.sleep(for: .milliseconds(capMs))
+            await self.capReached(id)
+        }
+    }
+
+    private func capReached(_ id: String) {
+        guard capture?.id == id else { return }
+        log.log(.info, "talk", "capture \(id) reached its time cap")
+        if case .end(let endId) = machine.stop(freshId: id) {
+            Task { await self.end(endId) }
+        }
     }
 
     /// One 20 ms microphone frame (16 kHz mono), delivered in order by the daemon's capture loop.

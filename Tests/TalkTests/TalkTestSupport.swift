@@ -35,6 +35,15 @@ enum TalkPulse {
         p.waitUntilExit()
         guard p.terminationStatus == 0 else { throw TestFailure("tests/audio/pulse-server.sh start failed (\(p.terminationStatus))") }
     }
+
+    /// Kills the talk tests' server the hard way, as a crash would.
+    static func kill() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = ["-c", "kill -9 $(cat '\(dir)/pulseaudio.pid') 2>/dev/null; sleep 0.2"]
+        try p.run()
+        p.waitUntilExit()
+    }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
@@ -62,7 +71,8 @@ struct TalkRig {
     let speakerTap: PulseConnection
 
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
-                     speakReplies: Bool = true) async throws -> TalkRig {
+                     speakReplies: Bool = true, source: String = "cv_mic.monitor",
+                     configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
         gc.autoApprove = true
@@ -70,6 +80,7 @@ struct TalkRig {
         gc.relay = relay
         gc.tickIntervalMs = 1000
         gc.echoDeltaDelayMs = 5
+        configure(&gc)
         let g = LoopbackGateway(configuration: gc)
         try await g.start()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-talk-\(UUID().uuidString.prefix(8))").path
@@ -85,7 +96,7 @@ struct TalkRig {
                                      log: log.sink, onEvent: { sink.yield($0) })
         await session.start()
         _ = await session.waitUntilSettled(timeout: .seconds(10))
-        let audio = LiveAudio(source: "cv_mic.monitor", sink: "cv_speaker", server: TalkPulse.server, log: log.sink)
+        let audio = LiveAudio(source: source, sink: "cv_speaker", server: TalkPulse.server, log: log.sink)
         let speech = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: audio.playback), config: SpeechConfig(), log: log.sink)
         var tc = TalkConfig()
         tc.silenceTimeoutMs = silenceTimeoutMs
