@@ -29,9 +29,10 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
+        .target(name: "WakeWord", dependencies: ["Audio"]),
         .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk"]),
+        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
 
@@ -42,6 +43,7 @@ let package = Package(
         .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
+        .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )
