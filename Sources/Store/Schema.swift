@@ -37,6 +37,50 @@ enum Schema {
             PRIMARY KEY(gateway, role)
         );
         """,
+        // v2: the durable outbox of talk turns, per gateway, in order.
+        """
+        CREATE TABLE outbox(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            gateway TEXT NOT NULL REFERENCES gateways(name) ON DELETE CASCADE,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            session_key TEXT NOT NULL,
+            message TEXT NOT NULL,
+            attachments TEXT,
+            thinking TEXT,
+            created_at_ms INTEGER NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+            sent_at_ms INTEGER,
+            run_id TEXT,
+            last_error TEXT
+        );
+        CREATE INDEX outbox_gateway_order ON outbox(gateway, seq);
+        """,
+        // v3: the transcript cache: recent sessions and messages per gateway.
+        """
+        CREATE TABLE cached_sessions(
+            gateway TEXT NOT NULL REFERENCES gateways(name) ON DELETE CASCADE,
+            session_key TEXT NOT NULL,
+            title TEXT,
+            updated_at_ms INTEGER,
+            refreshed_at_ms INTEGER NOT NULL,
+            PRIMARY KEY(gateway, session_key)
+        );
+        CREATE TABLE cached_messages(
+            gateway TEXT NOT NULL REFERENCES gateways(name) ON DELETE CASCADE,
+            session_key TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            message_id TEXT,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            timestamp_ms INTEGER,
+            idempotency_key TEXT,
+            run_id TEXT,
+            PRIMARY KEY(gateway, session_key, position)
+        );
+        CREATE INDEX cached_messages_id ON cached_messages(gateway, message_id);
+        """,
     ]
 
     /// The version this build writes; a file with a higher version came from a newer clawvoice.
