@@ -9,7 +9,8 @@ import LoopbackGateway
 import Talk
 import Testing
 
-@Suite(.serialized) struct PTTEndToEndTests {
+extension TalkAudio {
+@Suite struct PTTEndToEndTests {
     @Test func `once captures the spoken words, the relay gets the same audio, and the reply is spoken`() async throws {
         let rig = try await TalkRig.make()
         defer { Task { await rig.shutdown() } }
@@ -151,4 +152,5 @@ import Testing
         }
         #expect(await rig.talk.phase == .idle)
     }
+}
 }

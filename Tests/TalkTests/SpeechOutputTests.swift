@@ -23,7 +23,8 @@ func recordSpeaker(_ rig: TalkRig, _ body: () async throws -> Void) async throws
     return collected.withLock { $0 }
 }
 
-@Suite(.serialized) struct SpeechOutputTests {
+extension TalkAudio {
+@Suite struct SpeechOutputTests {
     @Test(arguments: ["pcm_16000", "pcm_24000", "pcm_44100", "mp3_44100_128", "opus", "wav"])
     func `every gateway clip format plays with its length at the speaker`(format: String) async throws {
         let rig = try await TalkRig.make(speakReplies: false)
@@ -94,4 +95,5 @@ func recordSpeaker(_ rig: TalkRig, _ body: () async throws -> Void) async throws
         let calls = await rig.gateway.speakCalls()
         #expect(calls.count == 1)
     }
+}
 }

@@ -8,7 +8,8 @@ import LoopbackGateway
 import Talk
 import Testing
 
-@Suite(.serialized) struct TalkResilienceTests {
+extension TalkAudio {
+@Suite struct TalkResilienceTests {
     @Test func `a microphone that does not exist makes start fail with MICROPHONE_UNAVAILABLE`() async throws {
         let rig = try await TalkRig.make(speakReplies: false, source: "no_such_source.monitor")
         defer { Task { await rig.shutdown() } }
@@ -71,4 +72,5 @@ import Testing
         let v = VoiceSettings().applying(lang: d?.language, speed: d?.speed, rateWpm: nil)
         #expect(v.voice == "de" && v.rateWpm > VoiceSettings().rateWpm)
     }
+}
 }

@@ -11,6 +11,10 @@ import Store
 import Talk
 import Testing
 
+/// Every talk suite that plays, records, or kills the talk tests' PulseAudio nests in here, so
+/// they run one at a time: they share one server, its speaker and its microphone.
+@Suite(.serialized) struct TalkAudio {}
+
 enum TalkPulse {
     static let dir = "/tmp/clawvoice-pulse-talk-\(getuid())"
     static var server: String { "unix:\(dir)/native" }
