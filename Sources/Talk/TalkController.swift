@@ -298,7 +298,7 @@ public actor TalkController {
         if let last = await c.uplink?.lastSendAt { timing.stopToLastUplinkCall = last - stoppedAt }
         lastTiming = timing
         let pcm = PCMBuffer(format: .voice, samples: c.pcm)
-        let note = try? OggOpusVoiceNote.encode(pcm, bitrate: config.opusBitrate)
+        let note = pcm.isEmpty ? nil : try? OggOpusVoiceNote.encode(pcm, bitrate: config.opusBitrate)
         lastVoiceNote = note
         if let note { saveVoiceNote(note, id: id) }
         guard gen == generation, endWaiters[id] != nil || machine.activeCaptureId == id else {

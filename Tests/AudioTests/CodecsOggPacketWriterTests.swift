@@ -48,4 +48,14 @@ import Testing
         #expect(CodecFixtures.oggPageLengths(bytes)?.count == 3)
         #expect(throws: AudioCodecError.finished) { _ = try writer.append([0, 0]) }
     }
+
+    @Test func `voice notes of empty and one-sample captures do not crash libopusenc`() throws {
+        for n in [0, 1, 319, 321] {
+            let note = try OggOpusVoiceNote.encode(PCMBuffer(format: .voice, samples: [Int16](repeating: 100, count: n)))
+            #expect(CodecFixtures.oggPageLengths(note) != nil, "\(n) samples")
+        }
+        let writer = try OggOpusStreamWriter()
+        #expect(try writer.append([]) == [], "pages are not asked for before the first sample")
+        #expect(try writer.finish().count > 0)
+    }
 }

@@ -84,6 +84,8 @@ public final class OggOpusStreamWriter {
             try check("ope_encoder_write", code)
             wroteAudio = true
         }
+        // libopusenc 0.2.1 dereferences its (still null) stream when asked for pages before the first sample.
+        guard wroteAudio else { return [] }
         return try readyPages(flush: false)
     }
 
