@@ -61,8 +61,8 @@ struct Harness {
         t.backoffMaxMs = 400
         t.quickRetryMs = 30
         t.deferPollMs = 50
-        t.challengeTimeoutMs = 2_000
-        t.handshakeTimeoutMs = 4_000
+        t.challengeTimeoutMs = 6_000
+        t.handshakeTimeoutMs = 15_000
         return t
     }
 
