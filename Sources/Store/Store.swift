@@ -266,7 +266,8 @@ public final class ClawStore: @unchecked Sendable {
 
     // MARK: Opening
 
-    private func locked<T>(_ body: (SQLiteDatabase) throws(StoreError) -> T) throws(StoreError) -> T {
+    /// Internal so the store's other files (the transcript cache) share the one lock.
+    func locked<T>(_ body: (SQLiteDatabase) throws(StoreError) -> T) throws(StoreError) -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body(db)
