@@ -94,6 +94,7 @@ public actor LoopbackGateway {
     var relayOwners: [String: ConnectionID] = [:]
     var nextTranscripts: [String] = []
     var speakRequests: [(String, JSONValue)] = []
+    var finishedRuns: Set<String> = []
     var audioFault: AudioFault = .none
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
@@ -128,10 +129,15 @@ public actor LoopbackGateway {
         log("loopback gateway listening on \(url)")
     }
 
-    public func stop() {
+    public func stop() async {
         tickTask?.cancel()
         eventTask?.cancel()
-        server?.shutdown()
+        if let server {
+            // shutdown() joins the server's thread: keep that wait off the cooperative pool.
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async { server.shutdown(); c.resume() }
+            }
+        }
         server = nil
         connections.removeAll()
         for (_, w) in invokeWaiters { w.resume(throwing: LoopbackError.disconnected) }
@@ -150,7 +156,7 @@ public actor LoopbackGateway {
             for id in connections.keys { server?.close(id, code: 1012, reason: "service restart") }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        stop()
+        await stop()
         try? await Task.sleep(for: .milliseconds(downForMs))
         try start()
     }
@@ -213,6 +219,9 @@ public actor LoopbackGateway {
     /// Relay sessions in creation order is not kept; sorted by id. Tests usually want `lastRelay`.
     public func relayRecords() -> [RelayRecord] { relays.values.sorted { $0.sessionId < $1.sessionId } }
     public func relayRecord(_ id: String) -> RelayRecord? { relays[id] }
+
+    /// Whether the echo agent has sent the `final` event of this run.
+    public func isRunFinished(_ runId: String) -> Bool { finishedRuns.contains(runId) }
 
     /// (method, params) of every talk.speak / tts.speak call.
     public func speakCalls() -> [(String, JSONValue)] { speakRequests }

@@ -45,7 +45,8 @@ extension LoopbackGateway {
         case "chat.send":
             chatSend(req, p, conn)
         case "chat.history":
-            let key = p["sessionKey"]?.stringValue ?? configuration.mainSessionKey
+            // Canonicalised like chat.send, so "main" reads the history "main" wrote to.
+            let key = canonicalKey(p["sessionKey"]?.stringValue ?? configuration.mainSessionKey)
             let limit = Int(p["limit"]?.intValue ?? 200)
             reply(req.id, ["sessionKey": .string(key), "messages": .array(Array((history[key] ?? []).suffix(limit)))], to: conn.id)
         case "voicewake.get":
@@ -157,6 +158,7 @@ extension LoopbackGateway {
             chatEvent(ChatEvent(runId: runId, sessionKey: sessionKey, seq: seq, state: .delta, deltaText: delta, messageText: sent))
             seq += 1
         }
+        finishedRuns.insert(runId)
         appendHistory(sessionKey, ["role": "assistant", "content": [["type": "text", "text": .string(text)]],
                                    "timestamp": .number(Date().timeIntervalSince1970 * 1000), "runId": .string(runId)])
         chatEvent(ChatEvent(runId: runId, sessionKey: sessionKey, seq: seq, state: .final, messageText: text))

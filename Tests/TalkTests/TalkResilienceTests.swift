@@ -36,7 +36,7 @@ extension TalkAudio {
         // The capture goes on waiting for the server; nothing crashes; stop still answers.
         let r = await rig.talk.stop()
         #expect(r.captureId == id)
-        try TalkPulse.ensure()
+        try await TalkPulse.ensure()
         do { try await rig.waitForMicrophone() } catch {
             print(rig.log.all.withLock { $0 }.suffix(40).joined(separator: "\n"))
             throw error

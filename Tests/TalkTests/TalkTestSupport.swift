@@ -16,8 +16,25 @@ import Testing
 @Suite(.serialized) struct TalkAudio {}
 
 enum TalkPulse {
-    static let dir = "/tmp/clawvoice-pulse-talk-\(getuid())"
+    /// One server per test process (two test runs at once must not share a microphone), stopped at exit.
+    static let dir: String = {
+        let d = ProcessInfo.processInfo.environment["CLAWVOICE_TALK_PULSE_DIR"] ?? "/tmp/clawvoice-pulse-talk-\(getpid())"
+        atexit { TalkPulse.stopAtExit() }
+        return d
+    }()
     static var server: String { "unix:\(dir)/native" }
+
+    static func stopAtExit() {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", "stop"]
+        p.environment = ["CLAWVOICE_PULSE_DIR": dir, "PATH": "/usr/bin:/bin"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try? p.run()
+        p.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
 
     static var repoRoot: String {
         var url = URL(fileURLWithPath: #filePath)
@@ -25,8 +42,16 @@ enum TalkPulse {
         return url.path
     }
 
-    /// Starts (idempotently) the talk tests' own PulseAudio with cv_mic and cv_speaker null sinks.
-    static func ensure() throws {
+    /// Starts (idempotently) the talk tests' own PulseAudio, waiting off the cooperative pool.
+    static func ensure() async throws {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                do { try ensureBlocking(); c.resume() } catch { c.resume(throwing: error) }
+            }
+        }
+    }
+
+    static func ensureBlocking() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")
         p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", "start"]
@@ -77,7 +102,7 @@ struct TalkRig {
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
                      speakReplies: Bool = true, source: String = "cv_mic.monitor",
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
-        try TalkPulse.ensure()
+        try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
         gc.autoApprove = true
         gc.auth = .token("t")

@@ -135,7 +135,8 @@ PA
       print_env
       return 0
     fi
-    if ! our_pid >/dev/null; then break; fi
+    # Alive is enough here: until the subshell execs, its command line still says bash.
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then break; fi
     sleep 0.1
   done
   echo "pulse-server.sh: pulseaudio did not answer on $socket within 5 s; see $dir/pulseaudio.log" >&2
