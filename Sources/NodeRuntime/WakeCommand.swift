@@ -1,0 +1,95 @@
+// `clawvoice wake detect`: the wake detector over a WAV file, one JSON line per wake (and per
+// step with --scores), for checking models and sweeping thresholds without a microphone.
+
+import Audio
+import Foundation
+import WakeWord
+
+public enum WakeCommand {
+    /// One line for a file the command cannot use.
+    public struct InputError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Runs the detector over `input` and prints `{"phrase","ms","score"}` per wake through
+    /// `say`. With `scores`, every 30 ms step also prints `{"ms":…,"scores":{"<phrase>":…}}`.
+    /// Phrases default to the gateway's defaults; phrases without a model are reported on
+    /// stderr with the command that trains them, and if none has a model it throws.
+    ///
+    /// - Parameters:
+    ///   - input: a 16-bit PCM WAV, any rate, mono or stereo (resampled to 16 kHz mono).
+    ///   - sensitivity: 0…1; 0.5 uses each model's trained threshold.
+    /// - Returns: the exit status (0).
+    public static func detect(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
+                              sensitivity: Double, say: @Sendable (String) -> Void) throws -> Int32 {
+        try withoutActuallyEscaping(say) { say in
+            try run(input: input, phrases: phrases, scores: scores, modelsDirectory: modelsDirectory, sensitivity: sensitivity, say: say)
+        }
+    }
+
+    private static func run(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
+                            sensitivity: Double, say: @escaping @Sendable (String) -> Void) throws -> Int32 {
+        guard (0...1).contains(sensitivity) else {
+            throw InputError(description: "--sensitivity must be between 0 and 1, got \(sensitivity)")
+        }
+        let wanted = phrases ?? WakeModelCatalog.defaultPhrases
+        let (models, missing) = try WakeModelCatalog(directory: modelsDirectory).load(wanted)
+        guard !models.isEmpty else { throw WakeWordError.noModels(missing) }
+        for m in missing { FileHandle.standardError.write(Data("clawvoice: \(m)\n".utf8)) }
+
+        let samples = try readVoice(input)
+        let detector = WakeDetector(models: models, sensitivity: sensitivity)
+        let names = models.map { jsonString($0.phrase) }
+        let onScores: ((WakeDetector.StepScores) -> Void)? = scores ? { step in
+            var line = "{\"ms\":\(step.ms),\"scores\":{"
+            for (i, s) in step.scores.enumerated() {
+                if i > 0 { line += "," }
+                line += names[i] + ":" + String(format: "%.5f", s)
+            }
+            say(line + "}}")
+        } : nil
+        // Fed in 20 ms chunks, as the capture would, so the file path is the streaming path.
+        let chunk = 320
+        var offset = 0
+        while offset < samples.count {
+            let end = min(offset + chunk, samples.count)
+            let found = samples.withUnsafeBufferPointer { buf in
+                detector.process(UnsafeBufferPointer(rebasing: buf[offset..<end]), onScores: onScores)
+            }
+            for d in found {
+                say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+            }
+            offset = end
+        }
+        return 0
+    }
+
+    /// The WAV at `path` as 16 kHz mono samples.
+    static func readVoice(_ path: String) throws -> [Int16] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw InputError(description: "cannot read \(path): no such file or not readable")
+        }
+        do {
+            let pcm = try WAVFile.decode([UInt8](data)).mono()
+            return try Resampler.convert(pcm, toRateHz: 16_000).samples
+        } catch {
+            throw InputError(description: "cannot use \(path): \(error)")
+        }
+    }
+
+    static func jsonString(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,106 @@
+import Audio
+import Foundation
+import Testing
+@testable import WakeWord
+
+@Suite struct WakeRefractoryTests {
+    @Test func `the first wake is admitted and the next two seconds are quiet`() {
+        var r = WakeRefractory()
+        let admitted = [1000, 1030, 2999, 3000].map { r.admit(atMilliseconds: $0) }
+        #expect(admitted == [true, false, false, true])
+        #expect(r.lastMilliseconds == 3000)
+    }
+
+    @Test func `reset forgets the last wake`() {
+        var r = WakeRefractory(periodMilliseconds: 500)
+        let first = r.admit(atMilliseconds: 10)
+        r.reset()
+        let second = r.admit(atMilliseconds: 20)
+        #expect(first && second)
+    }
+}
+
+@Suite struct WakeDetectorTests {
+    @Test func `sensitivity moves every threshold in logit space and 0.5 keeps the trained one`() throws {
+        let (m, data) = WakeModelTests.tinyManifest()
+        let model = try WakeModel(manifest: m, weights: data, path: "tiny.json")
+        let d = WakeDetector(models: [model])
+        #expect(abs(Double(d.thresholds[0]) - 0.8) < 1e-6)
+        d.sensitivity = 1
+        #expect(abs(Double(d.thresholds[0]) - 1 / (1 + exp(-(log(4.0) - 2)))) < 1e-6)
+        d.sensitivity = 0
+        #expect(abs(Double(d.thresholds[0]) - 1 / (1 + exp(-(log(4.0) + 2)))) < 1e-6)
+        d.sensitivity = 7   // clamped to 1
+        #expect(d.thresholds[0] < 0.8)
+    }
+
+    @Test func `steps are stamped with the audio position at their last frame`() throws {
+        let (m, data) = WakeModelTests.tinyManifest()
+        let d = WakeDetector(models: [try WakeModel(manifest: m, weights: data, path: "tiny.json")])
+        var stamps: [Int] = []
+        _ = d.process([Int16](repeating: 0, count: 2000)) { stamps.append($0.ms) }
+        // Frames end at 25, 35, 45, … ms; steps complete at frames 2, 5, 8: 45, 75, 105 ms.
+        #expect(Array(stamps.prefix(3)) == [45, 75, 105])
+        #expect(d.positionMilliseconds == 25 + 10 * 10)
+    }
+}
+
+/// File level: espeak-ng speech with the trigger inside a longer sentence, through a WAV, into
+/// the detector with all shipped models. (Default voice en-us, 175 wpm.)
+@Suite(.serialized) struct WakeFileDetectionTests {
+    static func detector() throws -> WakeDetector {
+        let (models, missing) = try WakeModelCatalog(directory: Fixtures.modelsDirectory).load(WakeModelCatalog.defaultPhrases)
+        try #require(!models.isEmpty, "no trained models: \(missing)")
+        return WakeDetector(models: models)
+    }
+
+    static func silence(_ seconds: Double) -> [Int16] { [Int16](repeating: 0, count: Int(seconds * 16_000)) }
+
+    /// Pieces joined with gaps; returns the audio (through a WAV) and where each trigger ended.
+    static func compose(_ pieces: [(text: String, trigger: Bool)], gap: Double = 0.25) throws -> ([Int16], [Int]) {
+        var audio = silence(0.5)
+        var ends: [Int] = []
+        for p in pieces {
+            let clip = try Fixtures.speak(p.text)
+            if p.trigger { ends.append((audio.count + Fixtures.speechEnd(clip)) * 1000 / 16_000) }
+            audio += clip + silence(gap)
+        }
+        audio += silence(1)
+        // Add a little noise so nothing sits at the log floor, then round-trip through a WAV.
+        var rng = SplitMix64(seed: 3)
+        audio = audio.map { Int16(clamping: Int32($0) + Int32(rng.next() % 61) - 30) }
+        let wav = WAVFile.encode(PCMBuffer(format: .voice, samples: audio))
+        return (try WAVFile.decode(wav).samples, ends)
+    }
+
+    @Test(arguments: ["openclaw", "claude", "computer"])
+    func `a trigger inside a sentence is detected at the right time`(trigger: String) throws {
+        guard Fixtures.model(trigger) != nil else { return }
+        let (audio, ends) = try Self.compose([("Please ask", false), (trigger, true), ("to turn on the kitchen lights.", false)])
+        let found = try Self.detector().process(audio)
+        #expect(found.count == 1, "\(found)")
+        let d = try #require(found.first)
+        #expect(d.phrase == trigger)
+        #expect(abs(d.ms - ends[0]) <= 300, "detected at \(d.ms) ms, trigger ended at \(ends[0]) ms")
+    }
+
+    @Test func `sentences without a trigger wake nothing`() throws {
+        let (audio, _) = try Self.compose([
+            ("The weather is mild today, and we walked to the market before lunch.", false),
+            ("Could you open the window? The kitchen is warm.", false),
+            ("The cloud over the hills looked like a claw, and the commuter train was late.", false),
+        ])
+        let found = try Self.detector().process(audio)
+        #expect(found.isEmpty, "\(found)")
+    }
+
+    @Test func `a trigger said twice within two seconds wakes once, farther apart twice`() throws {
+        guard Fixtures.model("openclaw") != nil else { return }
+        let (close, _) = try Self.compose([("openclaw", true), ("openclaw", true)], gap: 0.3)
+        #expect(try Self.detector().process(close).count == 1)
+        let (apart, ends) = try Self.compose([("openclaw", true), ("openclaw", true)], gap: 2.5)
+        let found = try Self.detector().process(apart)
+        #expect(found.count == 2, "\(found)")
+        for (d, e) in zip(found, ends) { #expect(abs(d.ms - e) <= 300) }
+    }
+}
