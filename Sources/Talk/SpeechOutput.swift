@@ -54,6 +54,42 @@ public actor SpeechOutput {
     private var config: SpeechConfig
     private let log: LogSink
     private var generation = 0
+    /// `speak` calls in progress (fetching or playing), and who waits for that to reach zero.
+    private var active = 0
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Whether a `speak` is fetching or playing right now.
+    public var isSpeaking: Bool { active > 0 }
+
+    /// Speaks `text` once nothing else is speaking (a queued announcement), where `speak` interrupts.
+    public func speakWhenIdle(_ text: String, route: SpeechRoute) async -> SpeechReport {
+        // Re-check after each wake: another waiter may have started speaking first. From the last
+        // check to `speak` taking its slot there is no suspension, so nothing can slip in between.
+        while active > 0 { await withCheckedContinuation { idleWaiters.append($0) } }
+        return await speak(text, route: route)
+    }
+
+    /// Silences what is speaking at once, then speaks `text` (Listen, urgent notifications).
+    /// The slot is held across the stop, so queued `speakWhenIdle` callers keep waiting.
+    public func interrupt(with text: String, route: SpeechRoute) async -> SpeechReport {
+        acquire()
+        defer { release() }
+        await stop()
+        return await speak(text, route: route)
+    }
+
+    /// Marks a multi-part utterance (a reply streamed sentence by sentence through `play`) as
+    /// speaking from its first part to its last, so queued speakers do not slip into the gaps.
+    /// Every `beginUtterance` needs exactly one `endUtterance`.
+    public func beginUtterance() { acquire() }
+    public func endUtterance() { release() }
+
+    private func acquire() { active += 1 }
+
+    private func release() {
+        active -= 1
+        if active == 0 { let waiters = idleWaiters; idleWaiters = []; waiters.forEach { $0.resume() } }
+    }
 
     public init(channel: (any OperatorChannel)?, sink: any SpeechSink, config: SpeechConfig, log: LogSink) {
         self.channel = channel
@@ -70,8 +106,78 @@ public actor SpeechOutput {
         await sink.stop()
     }
 
+    /// The current playback generation: anything prepared under an older one is dropped.
+    public var currentGeneration: Int { generation }
+
+    /// Audio ready to play, fetched (and decoded, or synthesised) ahead of time.
+    public struct Prepared: Sendable {
+        public var text: String
+        public var voice: VoiceSettings
+        public var pcm: PCMBuffer?
+        public var report: SpeechReport
+    }
+
+    /// Fetches and decodes (or synthesises) one piece of text without playing it, so the next
+    /// sentence's clip can be on its way while the current one plays. Never falls back for a
+    /// stop: the caller checks the generation before playing.
+    public func prepare(_ text: String, route: SpeechRoute, directive: VoiceDirective? = nil) async -> Prepared {
+        var voice = config.voice
+        if let d = directive { voice = voice.applying(lang: d.language, speed: d.speed, rateWpm: d.rateWpm) }
+        var reason: String?
+        if route != .local {
+            switch await fetchClip(text, route: route, directive: directive) {
+            case .clip(let pcm, let provider, let format):
+                return Prepared(text: text, voice: voice, pcm: pcm,
+                                report: SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
+                                                     outcome: .finished, durationMs: pcm.durationMilliseconds))
+            case .fallback(let r):
+                reason = r
+            case .noFallback(let r):
+                log.log(.warning, "speech", "\(route.rawValue) failed and is not eligible for fallback: \(r)")
+                return Prepared(text: text, voice: voice, pcm: nil,
+                                report: SpeechReport(engine: "none", outcome: .failed, durationMs: 0, error: r))
+            }
+        }
+        return await local(text, voice: voice, reason: reason)
+    }
+
+    private func local(_ text: String, voice: VoiceSettings, reason: String?) async -> Prepared {
+        do {
+            let pcm = try await Self.synthesize(text, voice)
+            if let reason { log.log(.info, "speech", "speaking with espeak-ng instead: \(reason)") }
+            return Prepared(text: text, voice: voice, pcm: pcm,
+                            report: SpeechReport(engine: "espeak-ng", fallbackReason: reason, outcome: .finished,
+                                                 durationMs: pcm.durationMilliseconds))
+        } catch {
+            return Prepared(text: text, voice: voice, pcm: nil,
+                            report: SpeechReport(engine: "espeak-ng", fallbackReason: reason, outcome: .failed,
+                                                 durationMs: 0, error: "\(error)"))
+        }
+    }
+
+    /// Plays prepared audio if `generation` is still current.
+    public func play(_ prepared: Prepared, generation gen: Int) async -> SpeechReport {
+        guard gen == generation else { return stoppedReport() }
+        guard let pcm = prepared.pcm else { return prepared.report }
+        var report = prepared.report
+        do {
+            let finished = try await sink.play(pcm)
+            report.outcome = finished && gen == generation ? .finished : .stopped
+        } catch {
+            if gen != generation { return stoppedReport() }
+            // The clip would not play: say it with espeak-ng (unless it already was espeak-ng).
+            guard report.engine == "gateway" else { report.outcome = .failed; report.error = "\(error)"; return report }
+            let fallback = await local(prepared.text, voice: prepared.voice, reason: "playback failed: \(error)")
+            guard fallback.pcm != nil else { return fallback.report }
+            return await play(fallback, generation: gen)
+        }
+        return report
+    }
+
     /// Speaks `text` (a reply's directive line is stripped and applied first).
     public func speak(_ text: String, route: SpeechRoute) async -> SpeechReport {
+        acquire()
+        defer { release() }
         generation += 1
         let gen = generation
         let (directive, body) = VoiceDirective.split(text)

@@ -56,7 +56,9 @@ public actor TalkController {
     }
     private var capture: Capture?
     private var endWaiters: [String: [CheckedContinuation<PTTResult, Never>]] = [:]
-    private var replyWaiters: [String: ReplyWaiter] = [:]
+    private var replies: [String: ReplyStream] = [:]
+    /// The reply being spoken (or last spoken), for tests, the bench and barge-in.
+    public private(set) var lastReply: ReplyStream?
     /// Bumped by cancel and session switches: late results of an older generation are dropped.
     private var generation = 0
     public private(set) var lastVoiceNote: [UInt8]?
@@ -67,12 +69,6 @@ public actor TalkController {
     public struct CaptureTiming: Sendable {
         public var startToFirstFrame: Duration?
         public var stopToLastUplinkCall: Duration?
-    }
-
-    final class ReplyWaiter: @unchecked Sendable {
-        var text = ""
-        var done = false
-        var continuation: CheckedContinuation<String?, Never>?
     }
 
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink) {
@@ -163,8 +159,8 @@ public actor TalkController {
             await discard(id)
             log.log(.info, "talk", "capture \(id) cancelled: \(reason)")
         }
-        for (_, w) in replyWaiters { w.done = true; w.continuation?.resume(returning: nil); w.continuation = nil }
-        replyWaiters.removeAll()
+        for (_, r) in replies { await r.close() }
+        replies.removeAll()
         await speech.stop()
     }
 
@@ -241,31 +237,15 @@ public actor TalkController {
                 await uplink.handle(t)
             }
         case GatewayEvent.chat:
-            guard let c = ChatEvent(payload: event.payload), let w = replyWaiters[c.runId] else { return }
-            switch c.state {
-            case .delta:
-                if let d = c.deltaText { w.text = c.replace ? d : w.text + d } else if let m = c.messageText { w.text = m }
-            case .final:
-                if let m = c.messageText { w.text = m }
-                finishReply(c.runId, w.text)
-            case .aborted, .error:
-                finishReply(c.runId, w.text.isEmpty ? nil : w.text)
-            case .status:
-                break
-            }
+            guard let c = ChatEvent(payload: event.payload), let stream = replies[c.runId] else { return }
+            await stream.feed(c)
+            if c.state == .final || c.state == .aborted || c.state == .error { replies.removeValue(forKey: c.runId) }
         default:
             break
         }
     }
 
     private var endingUplink: RelayUplink?
-
-    private func finishReply(_ runId: String, _ text: String?) {
-        guard let w = replyWaiters.removeValue(forKey: runId) else { return }
-        w.done = true
-        w.continuation?.resume(returning: text)
-        w.continuation = nil
-    }
 
     // MARK: ending
 
@@ -350,34 +330,45 @@ public actor TalkController {
         let idem = UUID().uuidString.lowercased()
         let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
                                     attachments: attachment.map { [$0] })
-        let waiter = ReplyWaiter()
-        replyWaiters[idem] = waiter
+        // Follow the run before sending: its first deltas may arrive before the acknowledgement.
+        followReply(runId: idem)
         do {
             let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
-            if let runId = ack["runId"]?.stringValue, runId != idem {
-                replyWaiters.removeValue(forKey: idem)
-                replyWaiters[runId] = waiter
+            if let runId = ack["runId"]?.stringValue, runId != idem, let stream = replies.removeValue(forKey: idem) {
+                replies[runId] = stream
             }
         } catch {
-            replyWaiters.removeValue(forKey: idem)
+            replies.removeValue(forKey: idem)
             log.log(.error, "talk", "chat.send failed: \(error)")
-            return
         }
-        guard config.speakReplies else { return }
-        let timeout = config.replyTimeoutMs
-        let reply: String? = await withTaskGroup(of: String??.self) { group in
-            group.addTask { await self.waitReply(waiter) }
-            group.addTask { try? await Task.sleep(for: .milliseconds(timeout)); return .some(nil) }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? nil
-        }
-        guard gen == generation, let text = reply, !text.isEmpty else { return }
-        lastSpeech = await speech.speak(text, route: .talkSpeak)
     }
 
-    private func waitReply(_ w: ReplyWaiter) async -> String?? {
-        if w.done { return .some(w.text) }
-        return .some(await withCheckedContinuation { w.continuation = $0 })
+    /// Speaks the reply of `runId` as it streams in (for up to `replyTimeoutMs`).
+    public func followReply(runId: String) {
+        guard config.speakReplies else { return }
+        let stream = ReplyStream(runId: runId, speech: speech, route: .talkSpeak, log: log)
+        replies[runId] = stream
+        lastReply = stream
+        let timeout = config.replyTimeoutMs
+        Task {
+            try? await Task.sleep(for: .milliseconds(timeout))
+            await stream.close()
+            self.dropReply(runId)
+        }
+        Task {
+            // lastSpeech: the last sentence's report once the reply has been spoken.
+            try? await Task.sleep(for: .milliseconds(50))
+            while true {
+                await stream.done()
+                if let last = await stream.spoken.last { self.setLastSpeech(last); break }
+                try? await Task.sleep(for: .milliseconds(50))
+                if self.isGone(runId) { await stream.done(); if let last = await stream.spoken.last { self.setLastSpeech(last) }; break }
+            }
+        }
     }
+
+    private func dropReply(_ runId: String) { replies.removeValue(forKey: runId) }
+    private func isGone(_ runId: String) -> Bool { replies[runId] == nil }
+    private func setLastSpeech(_ r: SpeechReport) { lastSpeech = r }
+
 }
