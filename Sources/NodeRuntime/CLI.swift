@@ -86,6 +86,8 @@ public enum CLI {
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
                 flags: [:], maxPositionals: 2),
+        HistoryCommand.command,
+        ListenCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -321,6 +323,10 @@ public enum CLI {
                 return 0
             }
             return try await SayCommand.run(text: text, local: local, out: out, config: config, paths: paths, log: log, say: { say($0) })
+        case "history":
+            return try HistoryCommand.run(p, config: config, paths: paths, say: { say($0) })
+        case "listen":
+            return try ListenCommand.run(p, paths: paths, say: { say($0) })
         case "audio":
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
             return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })

@@ -14,7 +14,7 @@ public enum NodeCommands {
     public static let ptt = ["talk.ptt.start", "talk.ptt.stop", "talk.ptt.cancel", "talk.ptt.once"]
     public static let all = ptt + ["system.notify"]
 
-    public static func registry(talk: TalkController? = nil) -> NodeCommandRegistry {
+    public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil) -> NodeCommandRegistry {
         let r = NodeCommandRegistry()
         if let talk {
             r.register("talk.ptt.start") { _, _ in
@@ -28,7 +28,11 @@ public enum NodeCommands {
         } else {
             for c in ptt { r.registerUnavailable(c, reason: "AUDIO_UNAVAILABLE: this node runs without audio") }
         }
-        r.registerUnavailable("system.notify", reason: "spoken notifications are not implemented in this build yet")
+        if let notifications {
+            r.register("system.notify", notifications.handler)
+        } else {
+            r.registerUnavailable("system.notify", reason: "AUDIO_UNAVAILABLE: spoken notifications need the daemon's speaker")
+        }
         return r
     }
 
@@ -82,6 +86,10 @@ public final class NodeDaemon: Sendable {
     public let audio: LiveAudio
     public let talk: TalkController
     public let speech: SpeechOutput
+    /// The transcript cache's writer, Listen and spoken system.notify; the last two share `speech`.
+    public let transcripts: TranscriptSync
+    public let listen: ListenPlayer
+    public let notifications: NotificationSpeaker
     let button: PTTButtonService?
     private let events: AsyncStream<(SessionRole, EventFrame)>
     private let eventSink: AsyncStream<(SessionRole, EventFrame)>.Continuation
@@ -105,8 +113,13 @@ public final class NodeDaemon: Sendable {
                                   config: NodeDaemon.talkConfig(config, stateDir: paths.stateDir), log: log)
         self.speech = speech
         self.talk = talk
+        let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
+        let notifications = NotificationSpeaker(speech: speech)
+        self.transcripts = transcripts
+        self.listen = ListenPlayer(speech: speech)
+        self.notifications = notifications
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(talk: talk), log: log, timing: timing)
+                               commands: NodeCommands.registry(talk: talk, notifications: notifications), log: log, timing: timing)
         self.link = link
         operatorSession.withLock { $0 = link.operator }
         let (events, sink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
@@ -116,6 +129,13 @@ public final class NodeDaemon: Sendable {
         // Each time the operator session (re)connects, take the gateway's Talk settings.
         link.onStatus { s in
             if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig() } }
+        }
+        // ... and refresh the current session's cached history (after any reconnect, per the spec).
+        let historyStore = store
+        link.onStatus { s in
+            guard s.role == "operator" && s.state == .connected else { return }
+            let key = HistorySession.key(explicit: nil, config: config, store: historyStore, gateway: record.name)
+            Task { _ = try? await transcripts.refresh(sessionKey: key) }
         }
         if let device = config.ptt.device {
             do {
@@ -211,6 +231,10 @@ public final class NodeDaemon: Sendable {
             return await say(request)
         case "audio-devices":
             return await devicesJSON(connection: audio.connection)
+        case "history-refresh":
+            return await historyRefresh(request)
+        case "listen":
+            return await listenJSON(request)
         default:
             return ["ok": false, "error": .string("unknown command \(request["cmd"]?.stringValue ?? "(none)")")]
         }
