@@ -20,6 +20,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case corruptValue(table: String, column: String)
     /// Generating or loading the Ed25519 key failed in OpenSSL.
     case identity(String)
+    /// The gateway's outbox already holds `limit` turns; the new one was not written.
+    case outboxFull(gateway: String, limit: Int)
+    /// No outbox turn with this number is queued for the gateway (sent and confirmed, dropped, or never there).
+    case unknownOutboxItem(seq: Int64, gateway: String)
     /// Any other SQLite failure: the call, its extended result code and `sqlite3_errmsg`.
     case sqlite(call: String, code: Int32, message: String)
 
@@ -43,6 +47,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return "stored value in \(table).\(column) is unreadable"
         case .identity(let why):
             return "device identity: \(why)"
+        case .outboxFull(let gateway, let limit):
+            return "\(limit) turns are already waiting for \(gateway); `clawvoice outbox list` shows them, `clawvoice outbox drop N` removes one"
+        case .unknownOutboxItem(let seq, let gateway):
+            return "no turn \(seq) in the outbox for \(gateway); `clawvoice outbox list` shows the queued ones"
         case .sqlite(let call, let code, let message):
             return "\(call) failed: \(message) (SQLite code \(code))"
         }

@@ -1,0 +1,413 @@
+// Carries out OutboxMachine's decisions for one gateway: writes turns to the durable outbox,
+// sends the oldest with chat.send (the same idempotency key on every try), deletes it once
+// chat.history shows it, backs off, holds, expires. It owns no state worth keeping: the rows
+// in SQLite are the queue, and other processes (`clawvoice send`, `outbox retry|drop`) change
+// them too, so the loop re-reads them on every pass and at least every `pollIntervalMs`.
+
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import Store
+
+/// Time for the outbox: wall-clock milliseconds (expiry must survive restarts and sleep) and
+/// a way to wait. Tests pass a manual clock.
+public struct OutboxClock: Sendable {
+    public var nowMs: @Sendable () -> Int64
+    public var sleep: @Sendable (_ milliseconds: Int64) async -> Void
+
+    public init(nowMs: @escaping @Sendable () -> Int64, sleep: @escaping @Sendable (_ milliseconds: Int64) async -> Void) {
+        self.nowMs = nowMs
+        self.sleep = sleep
+    }
+
+    public static let system = OutboxClock(
+        nowMs: { Int64((Date().timeIntervalSince1970 * 1000).rounded()) },
+        sleep: { ms in try? await Task.sleep(for: .milliseconds(max(ms, 0))) })
+}
+
+/// Something that happened to a queued turn, for whoever waits on replies (TalkController) or counts (the bench).
+public enum OutboxEvent: Sendable, Equatable {
+    /// chat.send acknowledged the turn; replies arrive as `chat` events for `runId`.
+    case sent(OutboxItem, runId: String)
+    /// chat.history shows it; it has left the queue.
+    case confirmed(OutboxItem)
+    /// It waited longer than the expiry and was deleted unsent (or unconfirmed).
+    case expired(OutboxItem)
+    /// It waits for `clawvoice outbox retry N`.
+    case held(OutboxItem, reason: String)
+}
+
+/// The durable outbox for one gateway. See the file comment.
+public actor OutboxSender {
+    public nonisolated let gateway: String
+    private let store: ClawStore
+    private let channel: any OperatorChannel
+    private let log: LogSink
+    private let machine: OutboxMachine
+    private let clock: OutboxClock
+    private let random: @Sendable () -> Double
+    private var observers: [@Sendable (OutboxEvent) -> Void] = []
+
+    private enum State {
+        case idle
+        case running(Task<Void, Never>)
+        case stopped
+    }
+    private var state: State = .idle
+    /// A wake that arrived while the loop was busy: the next wait returns at once.
+    private var wakePending = false
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var timer: Task<Void, Never>?
+    /// Stamped on each wait, so a timer left over from an earlier wait cannot end a later one.
+    private var waitGeneration = 0
+    /// The turn whose chat.send is on the wire, if any.
+    public private(set) var inFlight: Int64?
+    private var lastReadError: String?
+
+    public var policy: OutboxPolicy { machine.policy }
+
+    /// - Parameters:
+    ///   - gateway: the gateway record's name; the queue is this gateway's rows.
+    ///   - channel: the operator session; chat.send and chat.history go over it.
+    ///   - clock: wall-clock ms and sleep; tests inject a manual one.
+    ///   - random: a unit random for the backoff jitter.
+    ///   - onSent, onConfirmed, onExpired: called from the sender's loop; keep them short.
+    public init(store: ClawStore, gateway: String, channel: any OperatorChannel, log: LogSink,
+                policy: OutboxPolicy = OutboxPolicy(), clock: OutboxClock = .system,
+                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+                onSent: @escaping @Sendable (OutboxItem, String) -> Void = { _, _ in },
+                onConfirmed: @escaping @Sendable (OutboxItem) -> Void = { _ in },
+                onExpired: @escaping @Sendable (OutboxItem) -> Void = { _ in }) {
+        self.store = store
+        self.gateway = gateway
+        self.channel = channel
+        self.log = log
+        self.machine = OutboxMachine(policy: policy)
+        self.clock = clock
+        self.random = random
+        self.observers = [{ event in
+            switch event {
+            case .sent(let item, let runId): onSent(item, runId)
+            case .confirmed(let item): onConfirmed(item)
+            case .expired(let item): onExpired(item)
+            case .held: break
+            }
+        }]
+    }
+
+    /// Adds a listener for every later event.
+    public func observe(_ body: @escaping @Sendable (OutboxEvent) -> Void) {
+        observers.append(body)
+    }
+
+    // MARK: the queue
+
+    /// Writes the turn at the end of the queue and returns once the row is committed: a turn
+    /// answered `queued` survives a crash. Throws `.outboxFull` past the limit (the message says
+    /// how to make room), or any store failure (answer `not_queued`, keep the transcript).
+    @discardableResult
+    public func enqueue(sessionKey: String, message: String, attachmentsJSON: String? = nil, thinking: String? = nil,
+                        idempotencyKey: String = UUID().uuidString.lowercased()) throws(StoreError) -> OutboxItem {
+        let item = try store.enqueueOutbox(gateway: gateway, sessionKey: sessionKey, message: message,
+                                           attachmentsJSON: attachmentsJSON, thinking: thinking,
+                                           idempotencyKey: idempotencyKey, nowMs: clock.nowMs(), limit: machine.policy.limit)
+        log.log(.info, "outbox", "queued turn \(item.seq) (\"\(item.preview)\") for \(gateway)")
+        wake()
+        return item
+    }
+
+    /// The queued turns, oldest first (empty if the database cannot be read).
+    public func snapshot() -> [OutboxItem] {
+        (try? store.outbox(gateway: gateway)) ?? []
+    }
+
+    /// Sends a held (or waiting) turn again now, with a fresh count of attempts.
+    public func retry(seq: Int64) throws(StoreError) {
+        guard let item = try store.outboxItem(seq: seq), item.gateway == gateway, try store.markOutboxPending(seq: seq) else {
+            throw .unknownOutboxItem(seq: seq, gateway: gateway)
+        }
+        log.log(.info, "outbox", "turn \(seq) (\"\(item.preview)\") will be sent again")
+        wake()
+    }
+
+    /// Removes a turn unsent.
+    public func drop(seq: Int64) throws(StoreError) {
+        guard let item = try store.outboxItem(seq: seq), item.gateway == gateway, try store.deleteOutbox(seq: seq) else {
+            throw .unknownOutboxItem(seq: seq, gateway: gateway)
+        }
+        log.log(.info, "outbox", "turn \(seq) (\"\(item.preview)\") dropped")
+        wake()
+    }
+
+    // MARK: lifecycle
+
+    /// Starts the send loop (once; a stopped sender stays stopped).
+    public func start() {
+        guard case .idle = state else { return }
+        state = .running(Task { await self.loop() })
+    }
+
+    /// Ends the loop. A chat.send on the wire is not waited for beyond a second: its turn is
+    /// still in the database and goes again, with the same key, on the next start.
+    public func stop() async {
+        guard case .running(let task) = state else {
+            state = .stopped
+            return
+        }
+        state = .stopped
+        task.cancel()
+        wake()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await task.value }
+            group.addTask { try? await Task.sleep(for: .seconds(1)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Look at the queue now (the operator session connected, or something else changed).
+    public func nudge() {
+        wake()
+    }
+
+    private var isRunning: Bool {
+        if case .running = state { return true }
+        return false
+    }
+
+    // MARK: the loop
+
+    private enum Next {
+        case again
+        case wait(untilMs: Int64?)
+    }
+
+    private func loop() async {
+        while isRunning {
+            let next = await pass()
+            guard isRunning else { return }
+            guard case .wait(let until) = next else { continue }
+            let poll = machine.policy.pollIntervalMs
+            let ms = until.map { min(max($0 - clock.nowMs(), 0), poll) } ?? poll
+            if ms > 0 { await waitForWake(ms: ms) }
+        }
+    }
+
+    /// One look at the queue: does what the machine says, returns whether to look again at once.
+    private func pass() async -> Next {
+        let items: [OutboxItem]
+        do {
+            items = try store.outbox(gateway: gateway)
+            lastReadError = nil
+        } catch {
+            // Say it once per distinct failure, not twice a second.
+            if lastReadError != error.description {
+                log.log(.error, "outbox", "cannot read the outbox: \(error)")
+                lastReadError = error.description
+            }
+            return .wait(untilMs: nil)
+        }
+        let connected = await channel.connected()
+        // The queue may have changed while we asked; acting on the older read is still safe:
+        // every write below names one row and does nothing if that row is gone.
+        guard isRunning else { return .wait(untilMs: nil) }
+        var progressed = true
+        for action in machine.next(items: items, nowMs: clock.nowMs(), connected: connected) {
+            guard isRunning else { return .wait(untilMs: nil) }
+            switch action {
+            case .expire:
+                progressed = expire() && progressed
+            case .confirm(let sent):
+                progressed = await confirm(sent) && progressed
+            case .send(let item):
+                progressed = await send(item) && progressed
+            case .hold(let item, let reason):
+                progressed = apply(.hold(reason: reason), to: item, error: reason, countsAsAttempt: false) && progressed
+            case .sleep(let until):
+                return .wait(untilMs: until)
+            }
+        }
+        // A store write failed: do not spin on it.
+        return progressed ? .again : .wait(untilMs: nil)
+    }
+
+    private func send(_ item: OutboxItem) async -> Bool {
+        let attachments: [JSONValue]?
+        if let json = item.attachmentsJSON {
+            guard let decoded = try? JSONCoding.decode([JSONValue].self, from: Data(json.utf8)) else {
+                return apply(.hold(reason: "its stored attachments are not a JSON array"), to: item, error: nil)
+            }
+            attachments = decoded
+        } else {
+            attachments = nil
+        }
+        let params = ChatSendParams(sessionKey: item.sessionKey, message: item.message, idempotencyKey: item.idempotencyKey,
+                                    thinking: item.thinking, attachments: attachments)
+        inFlight = item.seq
+        defer { inFlight = nil }
+        let ack: JSONValue
+        do {
+            ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params),
+                                            timeoutMs: machine.policy.requestTimeoutMs)
+        } catch {
+            let failure = OutboxFailure.classify(error)
+            let outcome = machine.sendFailed(item, failure, nowMs: clock.nowMs(), unit: random())
+            return apply(outcome, to: item, error: failure.message)
+        }
+        // Recorded even if stop() ran meanwhile: the gateway has the turn, and saying so saves a resend.
+        let runId = ack["runId"]?.stringValue ?? item.idempotencyKey
+        do {
+            guard try store.markOutboxSent(seq: item.seq, runId: runId, nowMs: clock.nowMs()) else { return true }
+        } catch {
+            log.log(.error, "outbox", "turn \(item.seq) was sent but cannot be marked so: \(error)")
+            return false
+        }
+        log.log(.debug, "outbox", "turn \(item.seq) acknowledged (run \(runId)), attempt \(item.attempts + 1)")
+        emit(.sent(item, runId: runId))
+        return true
+    }
+
+    private func confirm(_ sent: [OutboxItem]) async -> Bool {
+        var progressed = true
+        // One history read per session; order within a session is kept.
+        var sessions: [String] = []
+        for item in sent where !sessions.contains(item.sessionKey) { sessions.append(item.sessionKey) }
+        for key in sessions {
+            let group = sent.filter { $0.sessionKey == key }
+            var shown: Set<Int64> = []
+            do {
+                let page = try await channel.request(GatewayMethod.chatHistory,
+                                                     params: ["sessionKey": .string(key),
+                                                              "limit": .number(Double(machine.policy.historyLimit))],
+                                                     timeoutMs: machine.policy.requestTimeoutMs)
+                shown = OutboxConfirmation.confirmed(group, in: page["messages"]?.arrayValue ?? [],
+                                                     slackMs: machine.policy.clockSlackMs)
+            } catch {
+                log.log(.debug, "outbox", "chat.history for \(key) failed: \(error)")
+            }
+            let now = clock.nowMs()
+            for item in group {
+                if shown.contains(item.seq) {
+                    do {
+                        if try store.deleteOutbox(seq: item.seq) {
+                            log.log(.info, "outbox", "turn \(item.seq) delivered (chat.history shows it)")
+                            emit(.confirmed(item))
+                        }
+                    } catch {
+                        log.log(.error, "outbox", "turn \(item.seq) is delivered but cannot be removed: \(error)")
+                        progressed = false
+                    }
+                } else {
+                    let outcome = machine.notConfirmed(item, nowMs: now)
+                    if case .retry = outcome {
+                        log.log(.info, "outbox", "turn \(item.seq) was acknowledged but chat.history does not show it; sending it again")
+                    }
+                    progressed = apply(outcome, to: item, error: "acknowledged but not in chat.history") && progressed
+                }
+            }
+        }
+        return progressed
+    }
+
+    private func expire() -> Bool {
+        let expired: [OutboxItem]
+        do {
+            expired = try store.expireOutbox(gateway: gateway, olderThanMs: clock.nowMs() - machine.policy.expiryMs)
+        } catch {
+            log.log(.error, "outbox", "cannot expire old turns: \(error)")
+            return false
+        }
+        let age = Self.duration(machine.policy.expiryMs)
+        for item in expired {
+            if item.state == .sent {
+                log.log(.warning, "outbox", "turn \(item.seq) (\"\(item.preview)\") expired unconfirmed after \(age): "
+                        + "the gateway acknowledged it but its history never showed it")
+            } else {
+                log.log(.warning, "outbox", "turn \(item.seq) (\"\(item.preview)\") expired unsent after \(age)")
+            }
+            emit(.expired(item))
+        }
+        return true
+    }
+
+    /// Writes an outcome back to the row. False if the write failed.
+    @discardableResult
+    private func apply(_ outcome: OutboxMachine.Outcome, to item: OutboxItem, error: String?,
+                       countsAsAttempt: Bool = true) -> Bool {
+        do {
+            switch outcome {
+            case .retry(let at, let counts):
+                guard try store.markOutboxAttempt(seq: item.seq, error: error ?? "", nextAttemptAtMs: at, hold: false,
+                                                  countAttempt: counts) else { return true }
+                let wait = Self.duration(max(at - clock.nowMs(), 0))
+                if counts {
+                    log.log(.info, "outbox", "turn \(item.seq): \(error ?? "failed"); "
+                            + "try \(item.attempts + 2) of \(machine.policy.maxAttempts) in \(wait)")
+                } else {
+                    log.log(.debug, "outbox", "turn \(item.seq): \(error ?? "failed"); waiting for the gateway")
+                }
+            case .hold(let reason):
+                guard try store.markOutboxAttempt(seq: item.seq, error: reason, nextAttemptAtMs: 0, hold: true,
+                                                  countAttempt: countsAsAttempt) else { return true }
+                log.log(.warning, "outbox", "turn \(item.seq) (\"\(item.preview)\") is held: \(reason); "
+                        + "`clawvoice outbox retry \(item.seq)` sends it again, `clawvoice outbox drop \(item.seq)` discards it")
+                emit(.held(item, reason: reason))
+            case .recheck(let at):
+                try store.deferOutbox(seq: item.seq, untilMs: at)
+            }
+            return true
+        } catch {
+            log.log(.error, "outbox", "cannot update turn \(item.seq): \(error)")
+            return false
+        }
+    }
+
+    private func emit(_ event: OutboxEvent) {
+        for o in observers { o(event) }
+    }
+
+    /// "48 h", "90 s", "1.5 s", "250 ms".
+    static func duration(_ ms: Int64) -> String {
+        if ms >= 3_600_000 && ms % 3_600_000 == 0 { return "\(ms / 3_600_000) h" }
+        if ms >= 60_000 && ms % 60_000 == 0 { return "\(ms / 60_000) min" }
+        if ms >= 1_000 { return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1000) }
+        return "\(ms) ms"
+    }
+
+    // MARK: waking
+
+    private func waitForWake(ms: Int64) async {
+        if wakePending {
+            wakePending = false
+            return
+        }
+        waitGeneration += 1
+        let generation = waitGeneration
+        let clock = self.clock
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            waiter = c
+            timer = Task { [weak self] in
+                await clock.sleep(ms)
+                guard !Task.isCancelled else { return }
+                await self?.timerFired(generation)
+            }
+        }
+        timer?.cancel()
+        timer = nil
+    }
+
+    private func timerFired(_ generation: Int) {
+        guard generation == waitGeneration, let w = waiter else { return }
+        waiter = nil
+        w.resume()
+    }
+
+    private func wake() {
+        if let w = waiter {
+            waiter = nil
+            w.resume()
+        } else {
+            wakePending = true
+        }
+    }
+}
