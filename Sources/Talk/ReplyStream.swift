@@ -91,6 +91,8 @@ public actor ReplyStream {
     private func run() async {
         let gen = await speech.currentGeneration
         generation = gen
+        // One utterance from the first sentence to the last: queued announcements wait for the end.
+        await speech.beginUtterance()
         var prefetch: Task<SpeechOutput.Prepared, Never>?
         while true {
             let prepared: SpeechOutput.Prepared
@@ -123,6 +125,7 @@ public actor ReplyStream {
             }
         }
         prefetch?.cancel()
+        await speech.endUtterance()
     }
 
     private func nextIfReady() -> String? {

@@ -86,6 +86,27 @@ public actor SpeechOutput {
 
     private func acquire() { active += 1 }
 
+    private var playing = 0
+    private var lastAudibleAt: ContinuousClock.Instant?
+
+    /// Plays on the sink, keeping track of when audio was last coming out of the speaker.
+    private func playOnSink(_ pcm: PCMBuffer) async throws -> Bool {
+        playing += 1
+        defer {
+            playing -= 1
+            lastAudibleAt = ContinuousClock.now
+        }
+        return try await sink.play(pcm)
+    }
+
+    /// Whether the speaker is playing now, or stopped less than `tailMs` ago (the room's echo
+    /// and the sink's buffer still reach the microphone for a moment).
+    public func isAudible(tailMs: Int = 300) -> Bool {
+        if playing > 0 { return true }
+        guard let last = lastAudibleAt else { return false }
+        return ContinuousClock.now - last < .milliseconds(tailMs)
+    }
+
     private func release() {
         active -= 1
         if active == 0 { let waiters = idleWaiters; idleWaiters = []; waiters.forEach { $0.resume() } }
@@ -161,7 +182,7 @@ public actor SpeechOutput {
         guard let pcm = prepared.pcm else { return prepared.report }
         var report = prepared.report
         do {
-            let finished = try await sink.play(pcm)
+            let finished = try await playOnSink(pcm)
             report.outcome = finished && gen == generation ? .finished : .stopped
         } catch {
             if gen != generation { return stoppedReport() }
@@ -195,7 +216,7 @@ public actor SpeechOutput {
             case .clip(let pcm, let provider, let format):
                 guard gen == generation else { return stoppedReport() }
                 do {
-                    let finished = try await sink.play(pcm)
+                    let finished = try await playOnSink(pcm)
                     return SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
                                         outcome: finished && gen == generation ? .finished : .stopped,
                                         durationMs: pcm.durationMilliseconds)
@@ -217,7 +238,7 @@ public actor SpeechOutput {
         do {
             let pcm = try await Self.synthesize(spoken, voice)
             guard gen == generation else { return stoppedReport() }
-            let finished = try await sink.play(pcm)
+            let finished = try await playOnSink(pcm)
             return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason,
                                 outcome: finished && gen == generation ? .finished : .stopped, durationMs: pcm.durationMilliseconds)
         } catch {

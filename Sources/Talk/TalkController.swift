@@ -26,6 +26,15 @@ public struct TalkConfig: Sendable, Equatable {
     public var sessionKey: String?
     public var replyTimeoutMs: Int64 = 120_000
     public var speakReplies = true
+    /// Stop speaking when the user talks over the assistant (only on a headset: no echo).
+    public var interruptOnSpeech = true
+    /// Whether the speaker is a headset; on loudspeakers the microphone is muted while speaking.
+    public var headset = false
+    /// Voice that barges in: at least this much speech above the level while the assistant talks.
+    public var bargeInMs = 300
+    public var bargeInLevelDbfs = -35.0
+    /// Loudspeaker mode mutes the microphone while speaking and for this long after.
+    public var speakerTailMs = 300
     public init() {}
 }
 
@@ -64,6 +73,16 @@ public actor TalkController {
     public private(set) var lastVoiceNote: [UInt8]?
     public private(set) var lastTiming: CaptureTiming?
     public private(set) var lastSpeech: SpeechReport?
+    /// The chat session turns go to right now.
+    public private(set) var sessionKey: String?
+    /// "Assistant speech interrupted at X.Xs." for the next prompt, after a barge-in.
+    public private(set) var pendingInterruption: String?
+    private var bargeVoiceMs = 0
+    private var lastMainSessionKey: String?
+    private var wasConnected = false
+    /// Frames the loudspeaker gate kept from the microphone (for status and tests).
+    public private(set) var gatedFrames = 0
+    public private(set) var bargeIns = 0
 
     /// Latency marks of the last capture, for the bench.
     public struct CaptureTiming: Sendable {
@@ -77,6 +96,7 @@ public actor TalkController {
         self.config = config
         self.log = log
         self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
+        self.sessionKey = config.sessionKey
     }
 
     public func update(config: TalkConfig) {
@@ -151,6 +171,28 @@ public actor TalkController {
         }
     }
 
+    /// `clawvoice session use KEY`: talk to another chat session from now on.
+    public func switchSession(to key: String) async {
+        await interrupt(reason: "session switched to \(key)")
+        sessionKey = key
+    }
+
+    /// The operator session's state changed: losing it, or the gateway naming a different main
+    /// session (when none was chosen here), is a session switch.
+    public func operatorChanged(connected: Bool, mainSessionKey: String?) async {
+        defer { wasConnected = connected }
+        if wasConnected && !connected {
+            await interrupt(reason: "connection to the gateway lost")
+            return
+        }
+        if connected, let key = mainSessionKey {
+            if let previous = lastMainSessionKey, previous != key, config.sessionKey == nil {
+                await interrupt(reason: "the gateway's main session changed to \(key)")
+            }
+            lastMainSessionKey = key
+        }
+    }
+
     /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
     public func interrupt(reason: String) async {
         generation += 1
@@ -176,7 +218,7 @@ public actor TalkController {
         // A new capture silences the assistant; no interruption is recorded (iPhone behaviour).
         await speech.stop()
         let key: String?
-        if let k = config.sessionKey { key = k } else { key = await channel.mainSessionKey() }
+        if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() }
         let uplink = RelayUplink(channel: channel, sessionKey: key, log: log, opusBitrate: config.opusBitrate,
                                  opusComplexity: config.opusComplexity)
         await uplink.start()
@@ -210,6 +252,17 @@ public actor TalkController {
     /// One 20 ms microphone frame (16 kHz mono), delivered in order by the daemon's capture loop.
     public func micFrame(_ frame: PCMBuffer) async {
         guard var c = capture else {
+            if await speech.isAudible(tailMs: config.headset ? 0 : config.speakerTailMs) {
+                if config.headset {
+                    if config.interruptOnSpeech { await listenForBargeIn(frame) }
+                } else {
+                    // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll (and wake words).
+                    gatedFrames += 1
+                    return
+                }
+            } else {
+                bargeVoiceMs = 0
+            }
             preRoll.append(frame)
             return
         }
@@ -246,6 +299,26 @@ public actor TalkController {
     }
 
     private var endingUplink: RelayUplink?
+
+    /// Sustained voice while the assistant speaks into a headset stops it, and the next prompt says where.
+    private func listenForBargeIn(_ frame: PCMBuffer) async {
+        let dbfs = 20 * log10(max(frame.rms, 1e-5))
+        if dbfs >= config.bargeInLevelDbfs {
+            bargeVoiceMs += Int(frame.durationMilliseconds.rounded())
+        } else {
+            bargeVoiceMs = max(0, bargeVoiceMs - Int(frame.durationMilliseconds.rounded()))
+        }
+        guard bargeVoiceMs >= config.bargeInMs else { return }
+        bargeVoiceMs = 0
+        let positionMs = await lastReply?.positionMs ?? 0
+        pendingInterruption = String(format: "Assistant speech interrupted at %.1fs.", positionMs / 1000)
+        bargeIns += 1
+        log.log(.info, "talk", "barge-in: \(pendingInterruption ?? "")")
+        generation += 1
+        for (_, r) in replies { await r.close() }
+        replies.removeAll()
+        await speech.stop()
+    }
 
     // MARK: ending
 
@@ -328,6 +401,12 @@ public actor TalkController {
         let key: String
         if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
         let idem = UUID().uuidString.lowercased()
+        var message = message
+        if let prefix = pendingInterruption {
+            // The iPhone's TalkPromptBuilder: tell the agent where it was cut off.
+            message = prefix + "\n\n" + message
+            pendingInterruption = nil
+        }
         let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
                                     attachments: attachment.map { [$0] })
         // Follow the run before sending: its first deltas may arrive before the acknowledgement.

@@ -100,7 +100,7 @@ struct TalkRig {
     let speakerTap: PulseConnection
 
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
-                     speakReplies: Bool = true, source: String = "cv_mic.monitor",
+                     speakReplies: Bool = true, source: String = "cv_mic.monitor", headset: Bool = false,
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
@@ -131,6 +131,7 @@ struct TalkRig {
         tc.silenceTimeoutMs = silenceTimeoutMs
         tc.preRollMs = preRollMs
         tc.speakReplies = speakReplies
+        tc.headset = headset
         tc.voiceNoteDirectory = dir + "/voice-notes"
         let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink)
         let pump = Task { for await e in events { await talk.handle(e) } }
