@@ -51,12 +51,14 @@ fuzz: deps
 
 # The Swift test run goes last so its summary closes the output. Audio tests run against a
 # private PulseAudio with null sinks (tests/audio/pulse-server.sh), never the desktop's.
+# Tests run one at a time: many measure real time (50 ms to silence, 60 ms of speech length,
+# reconnects) and two cores shared by parallel suites made those figures noise.
 test: deps $(PEER_VENV)/.ready
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory fuzz
 	@eval "$$(bash tests/audio/pulse-server.sh start)"; echo "make: private PulseAudio at $$PULSE_SERVER"; \
-	set -o pipefail; swift test --skip-build $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
+	set -o pipefail; swift test --skip-build --no-parallel $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
 	bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
 	CLAWVOICE_PULSE_DIR=/tmp/clawvoice-pulse-talk-$$(id -u) bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
 	[ $$status -eq 0 ] && { \
