@@ -196,6 +196,31 @@ extension TalkAudio {
         #expect(await spoken(rig) == ["talk.speak: \(longText)", "tts.speak: Reminder", "tts.speak: Water the plants."])
     }
 
+    @Test func `an ordinary notification waits for a streamed Talk reply to end, not for a gap between its sentences`() async throws {
+        let rig = try await TalkRig.make()
+        defer { Task { await rig.shutdown() } }
+        let meter = try await SpeakerMeter(rig)
+        let idem = UUID().uuidString.lowercased()
+        await rig.talk.followReply(runId: idem)
+        _ = try await rig.session.request(GatewayMethod.chatSend, params: [
+            "sessionKey": "agent:main:main", "idempotencyKey": .string(idem),
+            "message": "First sentence here. A second sentence follows it. And the third one ends the reply.",
+        ], timeoutMs: 5_000)
+        try await meter.waitUntilAudible()
+        let note = Task { try await NotificationSpeaker(speech: rig.speech).notify(params: ["title": "Timer", "body": "Tea is ready."]) }
+        let stream = try #require(await rig.talk.lastReply)
+        await stream.done()
+        let result = try await note.value
+        await meter.stop()
+        let reports = await stream.spoken
+        #expect(reports.count >= 3 && reports.allSatisfy { $0.outcome == .finished }, "the reply was not cut: \(reports)")
+        let calls = await spoken(rig)
+        let firstNotification = try #require(calls.firstIndex(of: "tts.speak: Timer"))
+        #expect(calls[..<firstNotification].allSatisfy { $0.hasPrefix("talk.speak: ") }, "\(calls)")
+        #expect(calls[firstNotification...] == ["tts.speak: Timer", "tts.speak: Tea is ready."], "\(calls)")
+        #expect(result["queued"] == true && result["outcome"]?.stringValue == "finished")
+    }
+
     @Test(arguments: [["priority": "timeSensitive"], ["priority": "critical"], ["delivery": "interrupt"], ["interrupt": true]] as [JSONValue])
     func `an urgent notification interrupts the reply`(urgency: JSONValue) async throws {
         let rig = try await TalkRig.make(speakReplies: false)
