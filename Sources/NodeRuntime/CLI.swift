@@ -87,6 +87,8 @@ public enum CLI {
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
                 flags: [:], maxPositionals: 2),
         HistoryCommand.command,
+        OutboxCommand.sendCommand,
+        OutboxCommand.outboxCommand,
         ListenCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
@@ -293,6 +295,10 @@ public enum CLI {
             return 0
         case "gateways":
             return try gateways(p, paths: paths)
+        case "outbox":
+            return try OutboxCommand.run(p, config: config, paths: paths, say: { say($0) })
+        case "send":
+            return try OutboxCommand.send(p, config: config, paths: paths, say: { say($0) })
         case "ptt":
             guard let action = p.positionals.first, ["start", "stop", "cancel", "once"].contains(action) else {
                 throw UsageError(description: "ptt needs one of start, stop, cancel, once")
@@ -351,6 +357,7 @@ public enum CLI {
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
+        if let n = r["outbox"]?.intValue, n > 0 { lines.append("  outbox    \(n) turn\(n == 1 ? "" : "s") waiting (`clawvoice outbox list`)") }
         return lines.joined(separator: "\n")
     }
 

@@ -32,7 +32,10 @@ public struct OutboxPolicy: Sendable, Equatable {
     public var limit = ClawStore.outboxLimit
     /// How long one chat.send or chat.history may take.
     public var requestTimeoutMs: Int64 = 30_000
-    /// Messages read from the tail of chat.history when confirming.
+    /// Messages read from the tail of chat.history when confirming: first a short page (the turn
+    /// was just acknowledged, so it is near the end, and a long page costs milliseconds to encode
+    /// and parse), then, only if that misses, the long one (other clients may have written since).
+    public var historyProbeLimit = 10
     public var historyLimit = 50
     /// A history message without an idempotency key matches by text when its timestamp is at
     /// most this much before the turn was queued (the two clocks may disagree).

@@ -276,12 +276,16 @@ public actor OutboxSender {
             let group = sent.filter { $0.sessionKey == key }
             var shown: Set<Int64> = []
             do {
-                let page = try await channel.request(GatewayMethod.chatHistory,
-                                                     params: ["sessionKey": .string(key),
-                                                              "limit": .number(Double(machine.policy.historyLimit))],
-                                                     timeoutMs: machine.policy.requestTimeoutMs)
-                shown = OutboxConfirmation.confirmed(group, in: page["messages"]?.arrayValue ?? [],
-                                                     slackMs: machine.policy.clockSlackMs)
+                let policy = machine.policy
+                for limit in Set([policy.historyProbeLimit, policy.historyLimit]).sorted() where limit > 0 {
+                    let page = try await channel.request(GatewayMethod.chatHistory,
+                                                         params: ["sessionKey": .string(key), "limit": .number(Double(limit))],
+                                                         timeoutMs: policy.requestTimeoutMs)
+                    let messages = page["messages"]?.arrayValue ?? []
+                    shown = OutboxConfirmation.confirmed(group, in: messages, slackMs: policy.clockSlackMs)
+                    // A page shorter than asked is the whole history: a longer one would show nothing more.
+                    if shown.count == group.count || messages.count < limit { break }
+                }
             } catch {
                 log.log(.debug, "outbox", "chat.history for \(key) failed: \(error)")
             }
