@@ -60,17 +60,20 @@ enum HistoryCommand {
         guard let record = try resolveActiveGateway(config: config, store: store) else {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` first; there is no history to show")
         }
-        let key = HistorySession.key(explicit: p.flags["--session"], config: config, store: store, gateway: record.name)
-        let session = try store.cachedSession(gateway: record.name, sessionKey: key)
-        let messages = try store.cachedMessages(gateway: record.name, sessionKey: key, limit: limit)
-        // One short round trip: whether a daemon runs (and is connected), and it starts the refresh.
+        // One short round trip first: whether a daemon runs (and is connected), which session it is
+        // on (`clawvoice session use` switches it at run time), and it starts the refresh.
+        var request: [String: JSONValue] = ["cmd": "history-refresh"]
+        if let s = p.flags["--session"] { request["session"] = .string(s) }
         let offline: String?
-        if let r = try? ControlSocketClient.send(["cmd": "history-refresh", "session": .string(key)],
-                                                 path: paths.controlSocket, timeoutSeconds: 1) {
+        var key = HistorySession.key(explicit: p.flags["--session"], config: config, store: store, gateway: record.name)
+        if let r = try? ControlSocketClient.send(.object(request), path: paths.controlSocket, timeoutSeconds: 1) {
             offline = r["connected"]?.boolValue == false ? "gateway not connected" : nil
+            if let k = r["sessionKey"]?.stringValue, !k.isEmpty { key = k }
         } else {
             offline = "daemon not running"
         }
+        let session = try store.cachedSession(gateway: record.name, sessionKey: key)
+        let messages = try store.cachedMessages(gateway: record.name, sessionKey: key, limit: limit)
         let now = nowMs()
         if p.flags["--json"] != nil {
             say(json(gateway: record.name, key: key, session: session, messages: messages, offline: offline, nowMs: now).description)
@@ -194,14 +197,17 @@ enum ListenCommand {
 // MARK: The daemon's side
 
 extension NodeDaemon {
-    /// The session history and listen use when the request names none.
-    func historySessionKey(_ explicit: String?) -> String {
-        HistorySession.key(explicit: explicit, config: config, store: store, gateway: link.record.name)
+    /// The session history and listen use when the request names none: the one Talk is on now
+    /// (`clawvoice session use` changes it), else as `HistorySession` decides.
+    func historySessionKey(_ explicit: String?) async -> String {
+        if let k = explicit, !k.isEmpty { return k }
+        if let k = await talk.sessionKey, !k.isEmpty { return k }
+        return HistorySession.key(explicit: nil, config: config, store: store, gateway: link.record.name)
     }
 
     /// `{"cmd":"history-refresh","session":KEY}`: starts a refresh and answers at once.
     func historyRefresh(_ request: JSONValue) async -> JSONValue {
-        let key = historySessionKey(request["session"]?.stringValue)
+        let key = await historySessionKey(request["session"]?.stringValue)
         let connected = await link.operator.isConnected
         if connected {
             let transcripts = self.transcripts
@@ -212,7 +218,7 @@ extension NodeDaemon {
 
     /// `{"cmd":"listen","messageId":ID}` or `{"cmd":"listen","last":true}`: toggles the ListenPlayer.
     func listenJSON(_ request: JSONValue) async -> JSONValue {
-        let key = historySessionKey(request["session"]?.stringValue)
+        let key = await historySessionKey(request["session"]?.stringValue)
         let message: CachedMessage
         if let id = request["messageId"]?.stringValue, !id.isEmpty {
             guard let hit = await transcripts.findMessage(id: id, sessionKey: key) else {
