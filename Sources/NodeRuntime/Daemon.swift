@@ -86,6 +86,8 @@ public final class NodeDaemon: Sendable {
     public let audio: LiveAudio
     public let talk: TalkController
     public let speech: SpeechOutput
+    /// The durable outbox for this gateway: turns go out over chat.send and leave once chat.history shows them.
+    public let outbox: OutboxSender
     /// The transcript cache's writer, Listen and spoken system.notify; the last two share `speech`.
     public let transcripts: TranscriptSync
     public let listen: ListenPlayer
@@ -122,6 +124,12 @@ public final class NodeDaemon: Sendable {
                                commands: NodeCommands.registry(talk: talk, notifications: notifications), log: log, timing: timing)
         self.link = link
         operatorSession.withLock { $0 = link.operator }
+        let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
+        self.outbox = outbox
+        // Queued turns go out as soon as the operator session (re)connects, not at the next poll.
+        link.onStatus { s in
+            if s.role == "operator" && s.state == .connected { Task { await outbox.nudge() } }
+        }
         let (events, sink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
         self.events = events
         self.eventSink = sink
@@ -207,6 +215,7 @@ public final class NodeDaemon: Sendable {
         pump.withLock { $0 = Task { for await (role, e) in events where role == .operator { await talk.handle(e) } } }
         audio.start(feeding: talk)
         do { try button?.start() } catch { log.log(.warning, "ptt", "\(error)") }
+        await outbox.start()
         await link.start()
     }
 
@@ -215,6 +224,7 @@ public final class NodeDaemon: Sendable {
         button?.stop()
         await talk.interrupt(reason: "daemon stopping")
         audio.stop()
+        await outbox.stop()
         await link.stop()
         eventSink.finish()
         pump.withLock { $0?.cancel() }
@@ -255,7 +265,8 @@ public final class NodeDaemon: Sendable {
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
                 "capture": .string(audio.captureStatus), "ptt": .string(await talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
                 "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
-                "button": button.map { .string($0.status.description) } ?? "off", "wake": "off", "outbox": 0]
+                "button": button.map { .string($0.status.description) } ?? "off", "wake": "off",
+                "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
     }
 
     func ptt(_ action: String) async -> JSONValue {
