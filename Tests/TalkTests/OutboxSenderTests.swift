@@ -297,7 +297,7 @@ private final class OutboxRig: Sendable {
         await #expect(throws: StoreError.unknownOutboxItem(seq: bad.seq, gateway: "lb")) { try await sender.drop(seq: bad.seq) }
     }
 
-    @Test func `a turn another process writes to the same file is sent within a second`() async throws {
+    @Test func `a turn another process writes to the same file is sent at the next poll`() async throws {
         let rig = try await OutboxRig()
         defer { Task { await rig.shutdown() } }
         let sender = rig.sender(policy: OutboxPolicy())  // production poll interval
@@ -307,7 +307,8 @@ private final class OutboxRig: Sendable {
         try other.enqueueOutbox(gateway: "lb", sessionKey: "main", message: "typed elsewhere", idempotencyKey: UUID().uuidString,
                                 nowMs: Int64(Date().timeIntervalSince1970 * 1000))
         try await waitUntil("the turn is delivered", timeout: .seconds(5)) { await sender.snapshot().isEmpty }
-        #expect(ContinuousClock.now - t0 < .milliseconds(1500))
+        // The poll is every 500 ms; the margin is for a loaded test machine.
+        #expect(ContinuousClock.now - t0 < .milliseconds(2500))
         await sender.stop()
         #expect(await rig.historyTexts() == ["typed elsewhere"])
     }
