@@ -95,6 +95,8 @@ public actor LoopbackGateway {
     var nextTranscripts: [String] = []
     var speakRequests: [(String, JSONValue)] = []
     var finishedRuns: Set<String> = []
+    /// Milliseconds the loopback itself spent producing talk.speak/tts.speak clips and relay transcripts.
+    var serviceMs: Double = 0
     var audioFault: AudioFault = .none
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
@@ -219,6 +221,9 @@ public actor LoopbackGateway {
     /// Relay sessions in creation order is not kept; sorted by id. Tests usually want `lastRelay`.
     public func relayRecords() -> [RelayRecord] { relays.values.sorted { $0.sessionId < $1.sessionId } }
     public func relayRecord(_ id: String) -> RelayRecord? { relays[id] }
+
+    /// Total time the loopback spent on its own work (clips, transcripts), for the bench to subtract.
+    public func serviceTimes() -> Double { serviceMs }
 
     /// Whether the echo agent has sent the `final` event of this run.
     public func isRunFinished(_ runId: String) -> Bool { finishedRuns.contains(runId) }

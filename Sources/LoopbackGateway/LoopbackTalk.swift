@@ -116,6 +116,11 @@ extension LoopbackGateway {
             }
             if r.closed { reply(req.id, ["ok": true], to: conn.id); return }
             r.closed = true
+            let decodeStart = ContinuousClock.now
+            defer {
+                let d = ContinuousClock.now - decodeStart
+                serviceMs += Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+            }
             do {
                 let pcm: PCMBuffer
                 switch r.encoding {
@@ -174,12 +179,15 @@ extension LoopbackGateway {
         let id = req.id, connection = conn.id
         // espeak-ng blocks; synthesise off the actor and answer when done.
         DispatchQueue.global().async {
+            let started = ContinuousClock.now
             let result = LoopbackGateway.makeClip(text: text, format: requested, rateWpm: rate, fault: fault)
-            Task { await server.finishSpeak(id, result, to: connection) }
+            let spent = ContinuousClock.now - started
+            Task { await server.finishSpeak(id, result, to: connection, spentMs: Double(spent.components.attoseconds) / 1e15 + Double(spent.components.seconds) * 1000) }
         }
     }
 
-    func finishSpeak(_ id: String, _ result: Result<SpeakResult, ErrorShape>, to conn: ConnectionID) {
+    func finishSpeak(_ id: String, _ result: Result<SpeakResult, ErrorShape>, to conn: ConnectionID, spentMs: Double = 0) {
+        serviceMs += spentMs
         switch result {
         case .success(let r): reply(id, (try? JSONValue(encoding: r)) ?? [:], to: conn)
         case .failure(let e): fail(id, e, to: conn)

@@ -82,6 +82,13 @@ public enum CLI {
                 usage: "clawvoice audio devices [--json]",
                 details: "Works with PulseAudio and PipeWire's pulse server; honours PULSE_SERVER.",
                 flags: ["--json": false], maxPositionals: 1),
+        Command(name: "session", abstract: "Show or switch the chat session the node talks to.",
+                usage: "clawvoice session [use KEY]",
+                details: """
+                Switching stops everything at once, as the phone apps do: a capture in progress is cancelled,
+                the transcription relay is closed, speech stops within 50 ms, and late replies of the old
+                session are dropped. KEY looks like agent:main:kitchen (`clawvoice history` lists sessions).
+                """, flags: [:], maxPositionals: 2),
         Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
@@ -282,8 +289,24 @@ public enum CLI {
             }
             return try await PairingFlow.run(r, paths: paths, config: config, log: log, say: { say($0) })
         case "run":
-            let daemon = try NodeDaemon(paths: paths, config: config, log: log)
-            try await daemon.run()
+            // A restart request (the active gateway changed) rebuilds the node on the new gateway.
+            while true {
+                let daemon = try NodeDaemon(paths: paths, config: config, log: log)
+                guard try await daemon.run() else { return 0 }
+                log.log(.info, "daemon", "restarting on the active gateway")
+            }
+        case "session":
+            let action = p.positionals.first ?? "show"
+            var request: JSONValue = ["cmd": "session"]
+            if action == "use" {
+                guard p.positionals.count == 2 else { throw UsageError(description: "session use needs a session KEY (e.g. agent:main:kitchen)") }
+                request = ["cmd": "session", "use": .string(p.positionals[1])]
+            } else if action != "show" {
+                throw UsageError(description: "session: use KEY, or no argument to show the current session")
+            }
+            let r = try ControlSocketClient.send(request, path: paths.controlSocket)
+            say(action == "use" ? "now talking to \(r["sessionKey"]?.stringValue ?? "?"); capture and speech were stopped"
+                                : "current session: \(r["sessionKey"]?.stringValue ?? "the gateway's main session")")
             return 0
         case "status":
             let response = try ControlSocketClient.send(["cmd": "status"], path: paths.controlSocket)
@@ -383,12 +406,21 @@ public enum CLI {
             guard try store.gateway(named: name) != nil else {
                 throw UsageError(description: "no gateway named '\(name)' (see `clawvoice gateways`)")
             }
+            let wasActive = try store.activeGateway()?.name == name
             if action == "use" {
                 try store.setActiveGateway(name: name)
-                say("Active gateway: \(name). Restart the daemon to switch.")
+                say("Active gateway: \(name).")
             } else {
+                let queued = try store.outboxCount(gateway: name)
                 try store.deleteGateway(name: name)
-                say("Forgot \(name): its tokens and pin are deleted.")
+                say("Forgot \(name): its tokens, pin, transcript cache"
+                    + (queued > 0 ? " and the \(queued) turn\(queued == 1 ? "" : "s") waiting in its outbox are deleted." : " and outbox are deleted."))
+            }
+            // A running daemon stops talking at once and comes back on the (new) active gateway.
+            if action == "use" || wasActive,
+               (try? ControlSocketClient.send(["cmd": "restart", "reason": .string("gateway \(action == "use" ? "switched" : "forgotten")")],
+                                              path: paths.controlSocket, timeoutSeconds: 5)) != nil {
+                say("The running daemon switched over.")
             }
             return 0
         default:

@@ -61,6 +61,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var speakReplies: Bool = true
         /// Keep Ogg Opus voice notes of recent captures in the state directory.
         public var voiceNotes: Bool = true
+        /// Stop speaking when the user talks over the assistant (headsets only; the gateway's talk.config may say otherwise).
+        public var interruptOnSpeech: Bool = true
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -117,7 +119,7 @@ extension ClawConfig {
         "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool"],
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
@@ -215,6 +217,7 @@ extension ClawConfig {
                 if fields["outputFormat"] != nil { c.talk.outputFormat = s("outputFormat") }
                 if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
                 if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
+                if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
             case "ptt":
                 c.ptt.device = s("device")
                 if let k = s("key") { c.ptt.key = k }

@@ -83,6 +83,8 @@ public final class NodeDaemon: Sendable {
     let store: ClawStore
     let startedAtMs = nowMs()
     private let control: Mutex<ControlSocketServer?> = Mutex(nil)
+    /// Set when the control socket asks for a rebuild (the active gateway changed).
+    public let restartRequested = Mutex(false)
     public let audio: LiveAudio
     public let talk: TalkController
     public let speech: SpeechOutput
@@ -138,6 +140,11 @@ public final class NodeDaemon: Sendable {
         link.onStatus { s in
             if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig() } }
         }
+        // Losing the operator session, or the gateway naming another main session, is a session switch.
+        link.onStatus { s in
+            guard s.role == "operator" else { return }
+            Task { await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey) }
+        }
         // ... and refresh the current session's cached history (after any reconnect, per the spec).
         let historyStore = store
         link.onStatus { s in
@@ -187,14 +194,19 @@ public final class NodeDaemon: Sendable {
         t.opusComplexity = c.talk.opusComplexity
         t.sessionKey = c.talk.sessionKey
         t.speakReplies = c.talk.speakReplies
+        t.interruptOnSpeech = c.talk.interruptOnSpeech
+        t.headset = c.audio.headset ?? false
         t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
         return t
     }
 
-    public func run() async throws {
+    /// Runs until SIGINT/SIGTERM (returns false) or a restart request (SIGHUP; returns true).
+    @discardableResult
+    public func run() async throws -> Bool {
         try await start()
-        await waitForSignal()
+        let signal = await waitForSignal()
         await stop()
+        return signal == SIGHUP
     }
 
     private let pump = Mutex<Task<Void, Never>?>(nil)
@@ -214,6 +226,17 @@ public final class NodeDaemon: Sendable {
         let events = self.events
         pump.withLock { $0 = Task { for await (role, e) in events where role == .operator { await talk.handle(e) } } }
         audio.start(feeding: talk)
+        if config.audio.headset == nil {
+            // Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.
+            let (connection, sinkName, talk, log) = (audio.connection, config.audio.sink, self.talk, self.log)
+            Task {
+                guard (try? await connection.waitUntilReady(timeout: .seconds(10))) != nil,
+                      let sinks = try? await connection.sinks(),
+                      let sink = sinks.first(where: { sinkName == nil ? $0.isDefault : $0.name == sinkName }) else { return }
+                await talk.setHeadset(sink.isHeadset)
+                log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : "a loudspeaker: the microphone mutes while it speaks")")
+            }
+        }
         do { try button?.start() } catch { log.log(.warning, "ptt", "\(error)") }
         await outbox.start()
         await link.start()
@@ -237,6 +260,17 @@ public final class NodeDaemon: Sendable {
             return ["ok": true]
         case "status":
             return await statusJSON()
+        case "session":
+            if let key = request["use"]?.stringValue, !key.isEmpty {
+                await talk.switchSession(to: key)
+                return ["ok": true, "sessionKey": .string(key)]
+            }
+            return ["ok": true, "sessionKey": (await talk.sessionKey ?? link.record.mainSessionKey).map { .string($0) } ?? .null]
+        case "restart":
+            await talk.interrupt(reason: request["reason"]?.stringValue ?? "gateway switched")
+            restartRequested.withLock { $0 = true }
+            kill(getpid(), SIGHUP)
+            return ["ok": true]
         case "ptt":
             return await ptt(request["action"]?.stringValue ?? "")
         case "say":
@@ -325,21 +359,25 @@ func devicesJSON(connection: PulseConnection) async -> JSONValue {
     }
 }
 
-/// Suspends until SIGINT or SIGTERM.
-public func waitForSignal() async {
+/// Suspends until SIGINT, SIGTERM or SIGHUP (a restart request) and returns which.
+@discardableResult
+public func waitForSignal() async -> Int32 {
     signal(SIGINT, SIG_IGN)
     signal(SIGTERM, SIG_IGN)
+    signal(SIGHUP, SIG_IGN)
     signal(SIGPIPE, SIG_IGN)
-    let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-    await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+    let signals = [SIGINT, SIGTERM, SIGHUP]
+    let sources = signals.map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+    let which = await withCheckedContinuation { (cont: CheckedContinuation<Int32, Never>) in
         let once = Mutex(false)
-        for s in sources {
+        for (s, number) in zip(sources, signals) {
             s.setEventHandler {
                 let first = once.withLock { v -> Bool in defer { v = true }; return !v }
-                if first { cont.resume() }
+                if first { cont.resume(returning: number) }
             }
             s.resume()
         }
     }
     for s in sources { s.cancel() }
+    return which
 }

@@ -171,6 +171,8 @@ public actor TalkController {
         }
     }
 
+    public func setHeadset(_ headset: Bool) { config.headset = headset }
+
     /// `clawvoice session use KEY`: talk to another chat session from now on.
     public func switchSession(to key: String) async {
         await interrupt(reason: "session switched to \(key)")

@@ -17,6 +17,7 @@ import LoopbackGateway
 import NodeRuntime
 import Store
 import Talk
+import WakeWord
 
 let args = CommandLine.arguments.dropFirst()
 let json = args.contains("--json")
@@ -188,6 +189,53 @@ for _ in 0..<rounds {
     try await Task.sleep(for: .milliseconds(400))
     if let quiet = firstQuietRun(after: stopAt) { stopToSilence.append(ms(quiet - stopAt)) }
 }
+// Session switch → silence: a reply is speaking, the session changes.
+var switchToSilence: [Double] = []
+for _ in 0..<rounds {
+    let text = "This reply keeps talking for a good while so that a session switch can cut it short in the middle."
+    let speaking = Task { await speechOut.speak(text, route: .local) }
+    let t0 = ContinuousClock.now
+    while firstLoud(after: t0) == nil && ContinuousClock.now - t0 < .seconds(5) { try await Task.sleep(for: .milliseconds(5)) }
+    try await Task.sleep(for: .milliseconds(300))
+    let at = ContinuousClock.now
+    await talk.switchSession(to: "agent:main:bench-\(UUID().uuidString.prefix(4))")
+    _ = await speaking.value
+    try await Task.sleep(for: .milliseconds(400))
+    if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
+}
+figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 50, ratio: median(switchToSilence) / 50,
+                      detail: "session switch while speaking → first of ten silent monitor frames (goal ≤ 50 ms); median of \(switchToSilence.count)"))
+
+// End of the user's speech → first reply audio, minus what the gateway itself spends
+// (relay transcript, the echo agent's delta delay, talk.speak synthesis), and minus the
+// silence timeout that by design waits out the end of speech.
+var tc2 = TalkConfig()
+tc2.silenceTimeoutMs = 900
+await talk.update(config: tc2)
+var turnOverhead: [Double] = [], turnTotal: [Double] = []
+for _ in 0..<rounds {
+    await gateway.supplyTranscript("What time is it?")
+    let before = await gateway.serviceTimes()
+    let once = Task { try await talk.once() }
+    try await Task.sleep(for: .milliseconds(150))
+    _ = try await mic.play(short)
+    let speechEnded = ContinuousClock.now
+    _ = try await once.value
+    while firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) == nil && ContinuousClock.now - speechEnded < .seconds(15) {
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    guard let loud = firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) else { continue }
+    let after = await gateway.serviceTimes()
+    let gatewayMs = after - before + Double(gc.echoDeltaDelayMs)
+    let total = ms(loud - speechEnded)
+    turnTotal.append(total)
+    turnOverhead.append(total - Double(tc2.silenceTimeoutMs) - gatewayMs)
+    await speechOut.stop()
+    try await Task.sleep(for: .milliseconds(300))
+}
+figures.append(Figure(name: "speech_end_to_first_reply_audio", value: median(turnOverhead), unit: "ms", baseline: median(turnTotal), ratio: nil,
+                      detail: "our own overhead from the end of speech to the first reply sample at the monitor (baseline column: the whole time, incl. the 900 ms silence timeout and the loopback's own time); median of \(turnOverhead.count)"))
+
 figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
                       detail: "pcm_24000 clip bytes in hand → first audible 20 ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
 figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
@@ -201,6 +249,24 @@ await session.stop()
 await gateway.stop()
 micConn.close()
 tapConn.close()
+
+// The outbox: enqueue → chat.send, and turns per second against raw chat.send on the same session.
+if let o = try? await OutboxBench.measure(turns: 40) {
+    figures.append(Figure(name: "outbox_enqueue_to_send", value: o.enqueueToSendMs, unit: "ms", baseline: nil, ratio: nil,
+                          detail: "durable enqueue (SQLite commit) → chat.send leaving; median of 40; confirmation via chat.history: \(String(format: "%.1f", o.enqueueToConfirmMs)) ms"))
+    figures.append(Figure(name: "outbox_throughput", value: o.turnsPerSecond, unit: "turns/s", baseline: o.rawTurnsPerSecond,
+                          ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
+                          detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
+}
+
+// Wake words: CPU for all three triggers together, as a fraction of one core.
+let modelsDir = WakeModelCatalog.defaultDirectory()
+if let (seconds, cpu) = try? WakeBench.measure(modelsDirectory: modelsDir, secondsOfAudio: 300) {
+    figures.append(Figure(name: "wake_cpu_three_triggers", value: 100 * cpu / seconds, unit: "% of a core", baseline: 1, ratio: (100 * cpu / seconds) / 1,
+                          detail: "\(Int(seconds)) s of audio through features + the openclaw, claude and computer models (goal < 1 % of a core)"))
+} else {
+    note("wake bench skipped: models missing under \(modelsDir)")
+}
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {
