@@ -104,3 +104,18 @@ import Testing
         for (d, e) in zip(found, ends) { #expect(abs(d.ms - e) <= 300) }
     }
 }
+
+@Suite struct WakeBenchTests {
+    @Test func `the bench runs the shipped models and reports CPU time`() throws {
+        guard WakeModelCatalog(directory: Fixtures.modelsDirectory).resolve(WakeModelCatalog.defaultPhrases).missing.isEmpty else { return }
+        let r = try WakeBench.measure(modelsDirectory: Fixtures.modelsDirectory, secondsOfAudio: 3)
+        #expect(r.secondsOfAudio == 3)
+        #expect(r.cpuSeconds > 0 && r.cpuSeconds < 3)
+    }
+
+    @Test func `the bench names the missing models`() {
+        #expect(throws: WakeWordError.self) {
+            _ = try WakeBench.measure(modelsDirectory: "/nonexistent", phrases: ["hey claw"], secondsOfAudio: 1)
+        }
+    }
+}
