@@ -92,6 +92,7 @@ public actor LoopbackGateway {
     public var ticksStalled = false
     var relays: [String: RelayRecord] = [:]
     var relayOwners: [String: ConnectionID] = [:]
+    var relayOrder: [String] = []
     var nextTranscripts: [String] = []
     var speakRequests: [(String, JSONValue)] = []
     var finishedRuns: Set<String> = []
@@ -218,8 +219,8 @@ public actor LoopbackGateway {
     /// The next relay sessions report these texts instead of the audio's length and level.
     public func supplyTranscript(_ text: String) { nextTranscripts.append(text) }
 
-    /// Relay sessions in creation order is not kept; sorted by id. Tests usually want `lastRelay`.
-    public func relayRecords() -> [RelayRecord] { relays.values.sorted { $0.sessionId < $1.sessionId } }
+    /// Relay sessions in the order they were created.
+    public func relayRecords() -> [RelayRecord] { relayOrder.compactMap { relays[$0] } }
     public func relayRecord(_ id: String) -> RelayRecord? { relays[id] }
 
     /// Total time the loopback spent on its own work (clips, transcripts), for the bench to subtract.

@@ -89,6 +89,7 @@ extension LoopbackGateway {
             case .disabled: return
             }
             relays[id] = RelayRecord(sessionId: id, encoding: encoding, sampleRateHz: rate)
+            relayOrder.append(id)
             relayOwners[id] = conn.id
             reply(req.id, TalkSessionInfo(sessionId: id, inputEncoding: encoding, inputSampleRateHz: rate).payload, to: conn.id)
         case "talk.session.appendAudio":

@@ -113,8 +113,11 @@ public final class NodeDaemon: Sendable {
         let channel = LateOperatorChannel(box: operatorSession)
         let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
                                   config: NodeDaemon.speechConfig(config), log: log)
+        // Turns go through the durable outbox: written before talk.ptt.* answers `queued`.
+        let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
+        self.outbox = outbox
         let talk = TalkController(channel: channel, speech: speech,
-                                  config: NodeDaemon.talkConfig(config, stateDir: paths.stateDir), log: log)
+                                  config: NodeDaemon.talkConfig(config, stateDir: paths.stateDir), log: log, outbox: outbox)
         self.speech = speech
         self.talk = talk
         let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
@@ -126,8 +129,14 @@ public final class NodeDaemon: Sendable {
                                commands: NodeCommands.registry(talk: talk, notifications: notifications), log: log, timing: timing)
         self.link = link
         operatorSession.withLock { $0 = link.operator }
-        let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
-        self.outbox = outbox
+        // Replies of an outbox turn arrive under the run id its chat.send returned.
+        Task {
+            await outbox.observe { event in
+                if case .sent(let item, let runId) = event {
+                    Task { await talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId) }
+                }
+            }
+        }
         // Queued turns go out as soon as the operator session (re)connects, not at the next poll.
         link.onStatus { s in
             if s.role == "operator" && s.state == .connected { Task { await outbox.nudge() } }

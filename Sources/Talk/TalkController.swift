@@ -90,7 +90,11 @@ public actor TalkController {
         public var stopToLastUplinkCall: Duration?
     }
 
-    public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink) {
+    /// The durable outbox turns go through; nil sends directly (tools and tests without a store).
+    private let outbox: OutboxSender?
+
+    public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink, outbox: OutboxSender? = nil) {
+        self.outbox = outbox
         self.channel = channel
         self.speech = speech
         self.config = config
@@ -362,8 +366,8 @@ public actor TalkController {
         }
         switch outcome {
         case .transcript(let text?) where !text.isEmpty:
-            resolve(id, PTTResult(captureId: id, transcript: text, status: .queued))
-            Task { await self.deliver(message: text, attachment: nil, sessionKey: c.sessionKey, generation: gen) }
+            let status = await deliver(message: text, attachment: nil, sessionKey: c.sessionKey, generation: gen)
+            resolve(id, PTTResult(captureId: id, transcript: text, status: status))
         case .transcript:
             resolve(id, PTTResult(captureId: id, status: .empty))
         case .unavailable(let why):
@@ -373,12 +377,12 @@ public actor TalkController {
                 return
             }
             log.log(.info, "talk", "sending capture \(id) as a voice note: \(why)")
-            resolve(id, PTTResult(captureId: id, status: .queued))
             let attachment: JSONValue = ["type": "audio", "mimeType": "audio/ogg", "fileName": .string("\(id).opus"),
                                          "content": .string(Data(note).base64EncodedString()),
                                          "sizeBytes": .number(Double(note.count)),
                                          "durationMs": .number(pcm.durationMilliseconds.rounded())]
-            Task { await self.deliver(message: "", attachment: attachment, sessionKey: c.sessionKey, generation: gen) }
+            let status = await deliver(message: "", attachment: attachment, sessionKey: c.sessionKey, generation: gen)
+            resolve(id, PTTResult(captureId: id, status: status))
         }
     }
 
@@ -398,8 +402,9 @@ public actor TalkController {
         }
     }
 
-    /// Sends the turn and speaks the reply. (The durable outbox replaces the direct send later.)
-    private func deliver(message: String, attachment: JSONValue?, sessionKey: String?, generation gen: Int) async {
+    /// Puts the turn in the durable outbox (or sends it, without one) and follows its reply.
+    /// Answers `queued` only once the turn is committed; a failed write is `not_queued`.
+    private func deliver(message: String, attachment: JSONValue?, sessionKey: String?, generation gen: Int) async -> PTTStatus {
         let key: String
         if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
         let idem = UUID().uuidString.lowercased()
@@ -409,19 +414,40 @@ public actor TalkController {
             message = prefix + "\n\n" + message
             pendingInterruption = nil
         }
+        // Follow the run before it is sent: its first deltas may arrive before the acknowledgement.
+        followReply(runId: idem)
+        if let outbox {
+            do {
+                _ = try await outbox.enqueue(sessionKey: key, message: message,
+                                             attachmentsJSON: attachment.map { JSONValue.array([$0]).description },
+                                             thinking: "low", idempotencyKey: idem)
+                return .queued
+            } catch {
+                replies.removeValue(forKey: idem)
+                log.log(.error, "talk", "the turn could not be queued: \(error)")
+                return .notQueued
+            }
+        }
         let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
                                     attachments: attachment.map { [$0] })
-        // Follow the run before sending: its first deltas may arrive before the acknowledgement.
-        followReply(runId: idem)
-        do {
-            let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
-            if let runId = ack["runId"]?.stringValue, runId != idem, let stream = replies.removeValue(forKey: idem) {
-                replies[runId] = stream
+        Task {
+            do {
+                let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
+                if let runId = ack["runId"]?.stringValue { self.rekeyReply(from: idem, to: runId) }
+            } catch {
+                self.dropReply(idem)
+                self.log.log(.error, "talk", "chat.send failed: \(error)")
             }
-        } catch {
-            replies.removeValue(forKey: idem)
-            log.log(.error, "talk", "chat.send failed: \(error)")
         }
+        return .queued
+    }
+
+    /// The outbox sent a turn: replies come under its run id, which may differ from the key.
+    public func turnSent(idempotencyKey: String, runId: String) { rekeyReply(from: idempotencyKey, to: runId) }
+
+    private func rekeyReply(from old: String, to new: String) {
+        guard old != new, let stream = replies.removeValue(forKey: old) else { return }
+        replies[new] = stream
     }
 
     /// Speaks the reply of `runId` as it streams in (for up to `replyTimeoutMs`).

@@ -93,7 +93,9 @@ struct TalkRig {
     let audio: LiveAudio
     let speech: SpeechOutput
     let talk: TalkController
-    let log = Lines()
+    let store: ClawStore
+    let outbox: OutboxSender?
+    let log: Lines
     let dir: String
     let pump: Task<Void, Never>
     let micPlayer: PulsePlayback
@@ -101,6 +103,7 @@ struct TalkRig {
 
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
                      speakReplies: Bool = true, source: String = "cv_mic.monitor", headset: Bool = false,
+                     outbox: Bool = false, startOutbox: Bool = true,
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
@@ -133,12 +136,14 @@ struct TalkRig {
         tc.speakReplies = speakReplies
         tc.headset = headset
         tc.voiceNoteDirectory = dir + "/voice-notes"
-        let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink)
+        let sender = outbox ? OutboxSender(store: store, gateway: "lb", channel: session, log: log.sink) : nil
+        if let sender, startOutbox { await sender.start() }
+        let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink, outbox: sender)
         let pump = Task { for await e in events { await talk.handle(e) } }
         audio.start(feeding: talk)
         let mic = PulseConnection(server: TalkPulse.server, clientName: "talk-test-mic")
         let tap = PulseConnection(server: TalkPulse.server, clientName: "talk-test-tap")
-        return TalkRig(gateway: g, session: session, audio: audio, speech: speech, talk: talk, dir: dir, pump: pump,
+        return TalkRig(gateway: g, session: session, audio: audio, speech: speech, talk: talk, store: store, outbox: sender, log: log, dir: dir, pump: pump,
                        micPlayer: PulsePlayback(connection: mic, sink: "cv_mic"), speakerTap: tap)
     }
 
@@ -153,6 +158,7 @@ struct TalkRig {
     }
 
     func shutdown() async {
+        await outbox?.stop()
         audio.stop()
         pump.cancel()
         await session.stop()
