@@ -13,12 +13,15 @@ SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
 FUZZ_SECONDS ?= 30
 
-.PHONY: build deps test demo peer-test fuzz release clean help
+.PHONY: build deps test demo peer-test fuzz release clean help soak bench
 
 help:
 	@echo "make demo    install what is missing, build, run clawvoice against a loopback gateway"
 	@echo "make test    install what is missing, build, run every test (unit, integration, peer, fuzz)"
 	@echo "make build   debug build;  make release: optimised build"
+	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
+	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
+	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -64,6 +67,16 @@ test: deps $(PEER_VENV)/.ready
 	[ $$status -eq 0 ] && { \
 	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
 	  echo "swift-test: $${n:-0} passed, 0 failed"; }
+
+bench: deps
+	swift run -c release $(SWIFT_FLAGS) clawvoice-bench
+
+SOAK_ROUNDS ?= 500
+soak: deps
+	swift build --build-tests $(SWIFT_FLAGS)
+	CLAWVOICE_SOAK_ROUNDS=$(SOAK_ROUNDS) swift test --skip-build $(SWIFT_FLAGS) --filter 'soak'
+
+include models/training/Makefile.fragment
 
 clean:
 	rm -rf .build $(PEER_VENV)
