@@ -5,6 +5,7 @@ import Foundation
 import GatewayClient
 import GatewayProtocol
 import Store
+import WakeWord
 
 public enum CLI {
     struct Command {
@@ -89,6 +90,16 @@ public enum CLI {
                 the transcription relay is closed, speech stops within 50 ms, and late replies of the old
                 session are dropped. KEY looks like agent:main:kitchen (`clawvoice history` lists sessions).
                 """, flags: [:], maxPositionals: 2),
+        Command(name: "wake", abstract: "Run the wake-word detector over a WAV file (thresholds, models).",
+                usage: "clawvoice wake detect --input FILE.wav [--phrases a,b] [--scores] [--sensitivity 0..1] [--models DIR]",
+                details: """
+                Prints one JSON line per detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
+                --scores also prints every step's scores (every 30 ms), for threshold sweeps.
+                Phrases default to the gateway's defaults (openclaw, claude, computer); a phrase without a
+                trained model is named with the command that trains it: make wake-model TRIGGER="phrase".
+                Models come from --models, CLAWVOICE_MODELS_DIR, or the models/ folder beside the build.
+                """, flags: ["--input": true, "--phrases": true, "--scores": false, "--sensitivity": true, "--models": true],
+                maxPositionals: 1),
         Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
                 details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
@@ -356,6 +367,20 @@ public enum CLI {
             return try HistoryCommand.run(p, config: config, paths: paths, say: { say($0) })
         case "listen":
             return try ListenCommand.run(p, paths: paths, say: { say($0) })
+        case "wake":
+            guard p.positionals.first == "detect" else { throw UsageError(description: "wake: the action is `detect` (see `clawvoice wake --help`)") }
+            guard let input = p.flags["--input"] else { throw UsageError(description: "wake detect needs --input FILE.wav") }
+            let phrases = p.flags["--phrases"].map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+            let sensitivity: Double
+            if let s = p.flags["--sensitivity"] {
+                guard let v = Double(s) else { throw UsageError(description: "wake detect: --sensitivity needs a number from 0 to 1") }
+                sensitivity = v
+            } else {
+                sensitivity = 0.5
+            }
+            return try WakeCommand.detect(input: input, phrases: phrases, scores: p.flags["--scores"] != nil,
+                                          modelsDirectory: p.flags["--models"] ?? WakeModelCatalog.defaultDirectory(),
+                                          sensitivity: sensitivity, say: { say($0) })
         case "audio":
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
             return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
