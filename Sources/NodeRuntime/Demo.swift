@@ -108,6 +108,40 @@ public enum Demo {
             return 1
         }
         say("← reply spoken via \(speech.engine)\(speech.provider.map { " (\($0), \(speech.outputFormat ?? "?"))" } ?? ""): \(String(format: "%.2f", speech.durationMs / 1000)) s")
+
+        // 2. A streamed multi-sentence reply: the loopback has no recogniser, so the demo scripts
+        //    what it "heard"; the echo streams back sentence by sentence and speaking starts early.
+        let question = "Tell me three things. First, the weather. Second, the news. Third, a joke please."
+        await gateway.supplyTranscript(question)
+        say("→ talk.ptt.once again; the relay is told it heard: \"\(question)\"")
+        let firstReply = await node.talk.lastReply
+        let second = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        try await Task.sleep(for: .milliseconds(200))
+        _ = try await mic.play(utterance)
+        _ = try await second.value
+        if let stream = await waitForReply(node.talk, after: firstReply, timeout: .seconds(30)) {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while await !stream.isFinished && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            await stream.done()
+            let sentences = await stream.sentences
+            say("← streamed reply, \(sentences.count) sentences spoken as they arrived:")
+            for s in sentences { say("    • \(s)") }
+        }
+
+        // 3. One forced fallback: the gateway's TTS fails (fallbackEligible), espeak-ng speaks instead.
+        await gateway.setAudioFault(.errorFallbackEligible)
+        let fallback = await node.speech.speak("This sentence is spoken on the device, because the gateway's voice failed.", route: .talkSpeak)
+        say("← forced fallback: spoken via \(fallback.engine) because \(fallback.fallbackReason ?? "?")")
+        await gateway.setAudioFault(.none)
+
+        // 4. A session switch cuts a reply short.
+        let long = Task { await node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local) }
+        try await Task.sleep(for: .milliseconds(1200))
+        let switchedAt = ContinuousClock.now
+        await node.talk.switchSession(to: "agent:main:demo-kitchen")
+        let cut = await long.value
+        let took = ContinuousClock.now - switchedAt
+        say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", Double(took.components.attoseconds) / 1e15 + Double(took.components.seconds) * 1000)) ms to stop)")
         if let recording {
             let pcm = await recording.finish()
             let path = wavPath ?? FileManager.default.currentDirectoryPath + "/clawvoice-demo.wav"
@@ -119,6 +153,16 @@ public enum Demo {
         await gateway.stop()
         say("Done.")
         return 0
+    }
+
+    /// The reply stream of the turn after `previous` was spoken.
+    static func waitForReply(_ talk: TalkController, after first: ReplyStream?, timeout: Duration) async -> ReplyStream? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let r = await talk.lastReply, r !== first { return r }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
     }
 
     /// Records the private speaker's monitor until `finish`.

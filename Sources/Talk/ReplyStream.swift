@@ -88,6 +88,9 @@ public actor ReplyStream {
     /// Waits until everything queued has been spoken (or the stream was stopped).
     public func done() async { await worker?.value }
 
+    /// Whether the reply's text is complete (final, aborted, error, or timed out).
+    public var isFinished: Bool { finished }
+
     private func run() async {
         let gen = await speech.currentGeneration
         generation = gen
