@@ -63,7 +63,15 @@ public actor ReplyStream {
         wake()
     }
 
+    private var directiveAdopted = false
+
     private func enqueue(_ new: [String]) {
+        if !directiveAdopted, let d = splitter.directive {
+            // Persistent directives change the voice for later replies too; `once` ones only this reply.
+            directiveAdopted = true
+            let speech = self.speech
+            Task { await speech.adopt(d) }
+        }
         sentences += new
         queue += new
         if worker == nil && (!queue.isEmpty || finished) {

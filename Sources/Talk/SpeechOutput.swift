@@ -99,6 +99,11 @@ public actor SpeechOutput {
         return try await sink.play(pcm)
     }
 
+    /// Plays a short cue (the wake chime) on the speech sink, so `isAudible` covers it like speech.
+    public func playCue(_ pcm: PCMBuffer) async -> Bool {
+        (try? await playOnSink(pcm)) ?? false
+    }
+
     /// Whether the speaker is playing now, or stopped less than `tailMs` ago (the room's echo
     /// and the sink's buffer still reach the microphone for a moment).
     public func isAudible(tailMs: Int = 300) -> Bool {
@@ -120,6 +125,12 @@ public actor SpeechOutput {
     }
 
     public func update(config: SpeechConfig) { self.config = config }
+
+    /// A reply's directive without `once`: its voice becomes the default for what follows.
+    public func adopt(_ directive: VoiceDirective) {
+        guard !directive.once else { return }
+        config.voice = config.voice.applying(lang: directive.language, speed: directive.speed, rateWpm: directive.rateWpm)
+    }
 
     /// Stops what is playing and drops clips still on their way. A stop never falls back.
     public func stop() async {
