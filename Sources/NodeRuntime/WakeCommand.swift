@@ -64,6 +64,51 @@ public enum WakeCommand {
         return 0
     }
 
+    /// `clawvoice wake listen`: live scores from the microphone (PulseAudio, 16 kHz mono).
+    /// Every `intervalMilliseconds` prints one line with each phrase's highest score since the
+    /// last line (`openclaw 0.02  claude 0.00  computer 0.91 *`, a star at or over threshold),
+    /// and each wake as the same JSON line `detect` prints. Runs for `seconds`, or until the
+    /// capture ends when nil.
+    public static func listen(phrases: [String]?, modelsDirectory: String, sensitivity: Double, source: String?,
+                              seconds: Double?, intervalMilliseconds: Int = 250,
+                              say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
+        guard (0...1).contains(sensitivity) else {
+            throw InputError(description: "--sensitivity must be between 0 and 1, got \(sensitivity)")
+        }
+        let (models, missing) = try WakeModelCatalog(directory: modelsDirectory).load(phrases ?? WakeModelCatalog.defaultPhrases)
+        guard !models.isEmpty else { throw WakeWordError.noModels(missing) }
+        for m in missing { FileHandle.standardError.write(Data("clawvoice: \(m)\n".utf8)) }
+        let connection = PulseConnection(clientName: "clawvoice-wake")
+        defer { connection.close() }
+        try await connection.waitUntilReady()
+        let capture = PulseCapture(connection: connection, source: source)
+        try await capture.start()
+        defer { capture.stop() }
+        let detector = WakeDetector(models: models, sensitivity: sensitivity)
+        let thresholds = detector.thresholds
+        var peak = [Float](repeating: 0, count: models.count)
+        var lastLine = 0
+        let limitMs = seconds.map { Int($0 * 1000) }
+        for await frame in capture.frames {
+            let found = detector.process(frame.pcm.samples) { step in
+                for i in 0..<peak.count { peak[i] = max(peak[i], step.scores[i]) }
+            }
+            for d in found {
+                say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+            }
+            let now = detector.positionMilliseconds
+            if now - lastLine >= intervalMilliseconds {
+                say(models.indices.map { i in
+                    "\(models[i].phrase) \(String(format: "%.2f", peak[i]))\(peak[i] >= thresholds[i] ? " *" : "")"
+                }.joined(separator: "  "))
+                peak = [Float](repeating: 0, count: models.count)
+                lastLine = now
+            }
+            if let limitMs, now >= limitMs { break }
+        }
+        return 0
+    }
+
     /// The WAV at `path` as 16 kHz mono samples.
     static func readVoice(_ path: String) throws -> [Int16] {
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -57,6 +57,9 @@ public final class WakeDetector {
     public var sensitivity: Double { didSet { thresholds = Self.thresholds(models, sensitivity) } }
     public private(set) var thresholds: [Float]
     public var refractory: WakeRefractory
+    /// No wake in the first this-many milliseconds of a stream: the models were never scored on
+    /// their first 0.5 s (a history of zeros, not of audio), so their output there means nothing.
+    public var warmupMilliseconds = 500
 
     private let features: LogMelFeatures
     private let runners: [WakeInference]
@@ -122,7 +125,7 @@ public final class WakeDetector {
                 let margin = scoreBuffer[i] - thresholds[i]
                 if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
             }
-            if best >= 0, refractory.admit(atMilliseconds: ms) {
+            if best >= 0, ms >= warmupMilliseconds, refractory.admit(atMilliseconds: ms) {
                 found.append(WakeDetection(phrase: models[best].phrase, ms: ms, score: Double(scoreBuffer[best])))
             }
         }

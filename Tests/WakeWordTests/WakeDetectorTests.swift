@@ -119,3 +119,15 @@ import Testing
         }
     }
 }
+
+@Suite struct WakeWarmupTests {
+    @Test func `nothing wakes in the first half second of a stream, even at full score`() throws {
+        let (tiny, data) = WakeModelTests.tinyManifest()
+        var m = tiny
+        m.threshold = 0.0001   // every step is over threshold
+        let d = WakeDetector(models: [try WakeModel(manifest: m, weights: data, path: "tiny.json")], refractoryMilliseconds: 100)
+        let found = d.process([Int16](repeating: 100, count: 16_000))
+        #expect(found.first.map { $0.ms >= 500 } == true, "\(found)")
+        #expect(found.allSatisfy { $0.ms >= 500 })
+    }
+}

@@ -137,8 +137,11 @@ def build(out, eng, rng, sentences, positives, hours, near_per_trigger):
     return meta
 
 
+MODELS = os.path.join(REPO, "models")
+
+
 def detect(binary, wav, extra=()):
-    env = dict(os.environ, CLAWVOICE_MODELS_DIR=os.path.join(REPO, "models"))
+    env = dict(os.environ, CLAWVOICE_MODELS_DIR=MODELS)
     t0 = time.time()
     r = subprocess.run([binary, "wake", "detect", "--input", wav, "--phrases", ",".join(TRIGGERS), *extra],
                        capture_output=True, text=True, env=env)
@@ -177,6 +180,7 @@ def score_positives(dets, ends, trig):
 
 
 def main():
+    global MODELS
     ap = argparse.ArgumentParser()
     ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
     ap.add_argument("--out", default=os.path.join(HERE, "eval"))
@@ -184,9 +188,11 @@ def main():
     ap.add_argument("--positives", type=int, default=300)
     ap.add_argument("--hours", type=float, default=1.05)
     ap.add_argument("--near", type=int, default=200, help="near-miss utterances per trigger")
+    ap.add_argument("--models", default=os.path.join(REPO, "models"))
     ap.add_argument("--build-only", action="store_true", help="make the held-out set and stop")
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION.md"))
     args = ap.parse_args()
+    MODELS = args.models
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(args.seed)
 
@@ -216,7 +222,7 @@ def main():
 
     thresholds = {}
     for t in TRIGGERS:
-        m = json.load(open(os.path.join(REPO, "models", f"{t}.json")))
+        m = json.load(open(os.path.join(MODELS, f"{t}.json")))
         thresholds[t] = m["threshold"]
 
     rows = []
