@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio"]),
-        .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store"]),
+        .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),

@@ -7,6 +7,7 @@ import GatewayClient
 import GatewayProtocol
 import Store
 import Talk
+import WakeWord
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.
@@ -147,7 +148,7 @@ public final class NodeDaemon: Sendable {
         link.onEvent { role, e in sink.yield((role, e)) }
         // Each time the operator session (re)connects, take the gateway's Talk settings.
         link.onStatus { s in
-            if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig() } }
+            if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig(); await talk.syncWake() } }
         }
         // Losing the operator session, or the gateway naming another main session, is a session switch.
         link.onStatus { s in
@@ -233,7 +234,10 @@ public final class NodeDaemon: Sendable {
         // One consumer keeps gateway events in order (chat deltas, transcripts).
         let talk = self.talk
         let events = self.events
-        pump.withLock { $0 = Task { for await (role, e) in events where role == .operator { await talk.handle(e) } } }
+        // voicewake.* arrive on both sessions (the node session gets them first on connect).
+        pump.withLock { $0 = Task { for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { await talk.handle(e) } } }
+        // Wake words: config defaults (enabled, sensitivity 0.5, chime on); missing models are reported in status.
+        await talk.enableWake(WakeConfig(modelsDirectory: WakeModelCatalog.defaultDirectory()))
         audio.start(feeding: talk)
         if config.audio.headset == nil {
             // Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.
@@ -308,7 +312,7 @@ public final class NodeDaemon: Sendable {
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
                 "capture": .string(audio.captureStatus), "ptt": .string(await talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
                 "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
-                "button": button.map { .string($0.status.description) } ?? "off", "wake": "off",
+                "button": button.map { .string($0.status.description) } ?? "off", "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
     }
 

@@ -62,8 +62,24 @@ public actor TalkController {
         var startedAt: ContinuousClock.Instant
         var firstFrameAt: ContinuousClock.Instant?
         var sessionKey: String?
+        /// Set for a capture started by a wake word.
+        var wake: WakeCapture?
+    }
+    private struct WakeCapture {
+        var phrase: String
+        var triggers: [String]
+        var triggerOnlyMs: Int
+        var minCommandCharacters: Int
     }
     private var capture: Capture?
+    /// The wake-word listener (nil: wake is off).
+    private var wake: WakeListener?
+    /// The gateway's trigger list as last heard (voicewake.get / voicewake.changed).
+    private var knownTriggers: [String]?
+    private var knownRouting: JSONValue?
+    /// Frames since a detection, until its capture opens with them.
+    private var wakePending: [PCMBuffer]?
+    private var lastWakeSendAt: ContinuousClock.Instant?
     private var endWaiters: [String: [CheckedContinuation<PTTResult, Never>]] = [:]
     private var replies: [String: ReplyStream] = [:]
     /// The reply being spoken (or last spoken), for tests, the bench and barge-in.
@@ -212,7 +228,7 @@ public actor TalkController {
         await speech.stop()
     }
 
-    private func open(_ id: String, once: Bool) async throws(PTTError) {
+    private func open(_ id: String, once: Bool, wakePhrase: String? = nil) async throws(PTTError) {
         guard await channel.connected() else {
             machine.startFailed(id)
             throw .gatewayNotConnected("reconnecting")
@@ -224,7 +240,8 @@ public actor TalkController {
         // A new capture silences the assistant; no interruption is recorded (iPhone behaviour).
         await speech.stop()
         let key: String?
-        if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() }
+        if let phrase = wakePhrase, let routed = wake?.session(for: phrase) { key = routed }
+        else if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() }
         let uplink = RelayUplink(channel: channel, sessionKey: key, log: log, opusBitrate: config.opusBitrate,
                                  opusComplexity: config.opusComplexity)
         await uplink.start()
@@ -232,15 +249,26 @@ public actor TalkController {
                         endpointer: Endpointer(silenceTimeoutMs: config.silenceTimeoutMs,
                                                maxCaptureMs: once ? config.onceMaxMs : config.captureMaxMs),
                         startedAt: ContinuousClock.now, sessionKey: key)
-        for frame in preRoll.drain() {
+        var leading = preRoll.drain()
+        if let phrase = wakePhrase, let w = wake {
+            // Wake: the lookback (with the trigger in it) and what came while opening; silence
+            // 2 s after speech, 5 s if only the trigger was heard, 30 s cap (macOS, §4.2).
+            c.endpointer = Endpointer(silenceTimeoutMs: w.config.silenceAfterSpeechMs, maxCaptureMs: w.config.maxCaptureMs)
+            c.wake = WakeCapture(phrase: phrase, triggers: w.triggers, triggerOnlyMs: w.config.silenceAfterTriggerOnlyMs,
+                                 minCommandCharacters: w.config.minCommandCharacters)
+            leading = wakePending ?? []
+            wakePending = nil
+        }
+        wake?.reset()
+        for frame in leading {
             c.pcm += frame.samples
             await uplink.append(frame)
         }
         capture = c
         machine.started(id)
-        log.log(.info, "talk", "capture \(id) started\(once ? " (once)" : "")")
+        log.log(.info, "talk", "capture \(id) started\(wakePhrase.map { " (wake: \($0))" } ?? (once ? " (once)" : ""))")
         // The endpointer counts frames; this cap holds even when the microphone stops delivering them.
-        let capMs = (once ? config.onceMaxMs : config.captureMaxMs) + 500
+        let capMs = (c.wake != nil ? c.endpointer.maxCaptureMs : once ? config.onceMaxMs : config.captureMaxMs) + 500
         Task {
             try? await Task.sleep(for: .milliseconds(capMs))
             await self.capReached(id)
@@ -257,8 +285,11 @@ public actor TalkController {
 
     /// One 20 ms microphone frame (16 kHz mono), delivered in order by the daemon's capture loop.
     public func micFrame(_ frame: PCMBuffer) async {
+        // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
+        let chimeAudible = capture?.wake != nil && !config.headset ? await speech.isAudible(tailMs: config.speakerTailMs) : false
         guard var c = capture else {
-            if await speech.isAudible(tailMs: config.headset ? 0 : config.speakerTailMs) {
+            let audible = await speech.isAudible(tailMs: config.headset ? 0 : config.speakerTailMs)
+            if audible {
                 if config.headset {
                     if config.interruptOnSpeech { await listenForBargeIn(frame) }
                 } else {
@@ -270,16 +301,20 @@ public actor TalkController {
                 bargeVoiceMs = 0
             }
             preRoll.append(frame)
+            wakeFrame(frame, speaking: audible)
             return
         }
         if c.firstFrameAt == nil { c.firstFrameAt = ContinuousClock.now }
         c.pcm += frame.samples
-        let event = c.endpointer.feed(frame)
+        var event = c.endpointer.feed(chimeAudible ? PCMBuffer(format: frame.format, samples: [Int16](repeating: 0, count: frame.samples.count)) : frame)
+        if let w = c.wake, event == nil, !c.endpointer.speechHeard, c.endpointer.elapsedMilliseconds >= Double(w.triggerOnlyMs) {
+            event = .endOfUtterance(reason: .silence)  // only the trigger was heard
+        }
         capture = c
         await c.uplink?.append(frame)
         if case .endOfUtterance(let reason)? = event {
             // `once` ends on silence after speech; a held capture only at its hard cap.
-            if c.once || reason == .maxDuration {
+            if c.once || c.wake != nil || reason == .maxDuration {
                 log.log(.info, "talk", "capture \(c.id) ends: \(reason)")
                 if case .end(let id) = machine.stop(freshId: c.id) {
                     Task { await self.end(id) }
@@ -299,6 +334,11 @@ public actor TalkController {
             guard let c = ChatEvent(payload: event.payload), let stream = replies[c.runId] else { return }
             await stream.feed(c)
             if c.state == .final || c.state == .aborted || c.state == .error { replies.removeValue(forKey: c.runId) }
+        case "voicewake.changed":
+            if let t = VoiceWakeTriggers(payload: event.payload) { setWakeTriggers(t.triggers) }
+        case "voicewake.routing.changed":
+            knownRouting = event.payload
+            wake?.setRouting(event.payload)
         default:
             break
         }
@@ -324,6 +364,93 @@ public actor TalkController {
         for (_, r) in replies { await r.close() }
         replies.removeAll()
         await speech.stop()
+    }
+
+    // MARK: wake
+
+    /// Starts listening for the gateway's trigger words (the last list heard, else `triggers`, else the defaults).
+    public func enableWake(_ wakeConfig: WakeConfig, triggers: [String]? = nil) {
+        let w = WakeListener(config: wakeConfig, triggers: triggers ?? knownTriggers ?? VoiceWakeTriggers.defaults)
+        if let r = knownRouting { w.setRouting(r) }
+        wake = w
+        logWakeModels(w)
+    }
+
+    public func disableWake() {
+        wake = nil
+        wakePending = nil
+    }
+
+    /// Wake state for `clawvoice status`; nil when wake is off.
+    public var wakeStatus: WakeStatus? { wake?.status }
+
+    /// Reads the trigger list (and routing, when the gateway has it) after the operator session connects.
+    public func syncWake() async {
+        if let r = try? await channel.request("voicewake.get", params: [:], timeoutMs: 10_000),
+           let t = VoiceWakeTriggers(payload: r) {
+            setWakeTriggers(t.triggers)
+        }
+        if await channel.advertisedMethods().contains("voicewake.routing.get"),
+           let r = try? await channel.request("voicewake.routing.get", params: [:], timeoutMs: 10_000) {
+            knownRouting = r
+            wake?.setRouting(r)
+        }
+    }
+
+    /// Plays the wake chime (on detection; also for tests and diagnostics).
+    @discardableResult
+    public func playChime() async -> Bool { await speech.playCue(WakeListener.chime()) }
+
+    private func setWakeTriggers(_ list: [String]) {
+        knownTriggers = list
+        if let w = wake, w.setTriggers(list) {
+            log.log(.info, "wake", "triggers now \(w.triggers)")
+            logWakeModels(w)
+        }
+    }
+
+    private func logWakeModels(_ w: WakeListener) {
+        for m in w.missing { log.log(.warning, "wake", m.description) }
+        if let e = w.loadError { log.log(.error, "wake", e) }
+    }
+
+    /// A microphone frame while nothing captures: the detector hears it unless the assistant is
+    /// speaking (on a headset with barge-in on it still listens), a turn was just sent, or a
+    /// push-to-talk capture is starting.
+    private func wakeFrame(_ frame: PCMBuffer, speaking: Bool) {
+        guard let w = wake, w.config.enabled else { return }
+        if wakePending != nil { wakePending?.append(frame); return }
+        guard case .idle = machine.phase else { return }
+        if speaking && !(config.headset && config.interruptOnSpeech) { return }
+        if let t = lastWakeSendAt, ContinuousClock.now - t < .milliseconds(w.config.debounceMs) { return }
+        guard let d = w.feed(frame) else { return }
+        w.detections += 1
+        w.lastPhrase = d.phrase
+        w.lastOutcome = "capturing"
+        wakePending = w.lookback.drain()
+        log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
+        Task { await self.wakeDetected(d.phrase) }
+    }
+
+    private func wakeDetected(_ phrase: String) async {
+        guard case .begin(let id) = machine.once(freshId: UUID().uuidString) else {
+            wakePending = nil
+            wake?.lastOutcome = "busy"
+            return
+        }
+        do {
+            try await open(id, once: true, wakePhrase: phrase)
+        } catch {
+            wakePending = nil
+            wake?.reset()
+            wake?.lastOutcome = "failed: \(error)"
+            log.log(.warning, "wake", "no capture after \"\(phrase)\": \(error)")
+            return
+        }
+        if wake?.config.chime == true { Task { await self.playChime() } }
+        let result = await waitEnd(id)
+        wake?.lastOutcome = result.status.rawValue
+        log.log(.info, "wake", "turn \(id): \(result.status.rawValue)\(result.transcript.map { " \"\($0)\"" } ?? "")")
     }
 
     // MARK: ending
@@ -366,8 +493,19 @@ public actor TalkController {
         }
         switch outcome {
         case .transcript(let text?) where !text.isEmpty:
-            let status = await deliver(message: text, attachment: nil, sessionKey: c.sessionKey, generation: gen)
-            resolve(id, PTTResult(captureId: id, transcript: text, status: status))
+            var message = text
+            if let w = c.wake {
+                // The trigger words are not part of the command; too little left is no command.
+                message = WakeListener.command(from: text, triggers: [w.phrase] + w.triggers)
+                guard message.count >= w.minCommandCharacters else {
+                    log.log(.info, "talk", "wake capture \(id): nothing after the trigger in \"\(text)\"")
+                    resolve(id, PTTResult(captureId: id, transcript: message, status: .empty))
+                    return
+                }
+            }
+            let status = await deliver(message: message, attachment: nil, sessionKey: c.sessionKey, generation: gen)
+            if c.wake != nil { lastWakeSendAt = ContinuousClock.now }
+            resolve(id, PTTResult(captureId: id, transcript: message, status: status))
         case .transcript:
             resolve(id, PTTResult(captureId: id, status: .empty))
         case .unavailable(let why):

@@ -1,0 +1,191 @@
+// Wake word → talk turn: WakeListener keeps a WakeDetector for the gateway's current trigger
+// list (voicewake.get / voicewake.changed), the trigger → session routing
+// (voicewake.routing.*), the triggers that have no model (with the command that trains them),
+// and a 1.5 s lookback so a wake capture starts with the trigger itself. TalkController feeds
+// it microphone frames while nothing else is capturing or speaking and turns a detection into
+// a `.wake` capture (talk-and-voice.md §4).
+
+import Audio
+import Foundation
+import GatewayProtocol
+import WakeWord
+
+public struct WakeConfig: Sendable, Equatable {
+    public var enabled = true
+    /// 0…1; 0.5 = each model's trained threshold (WakeDetector).
+    public var sensitivity = 0.5
+    /// A short generated chime on detection; false: none.
+    public var chime = true
+    /// Where `<trigger>.json` + `.bin` models are looked for.
+    public var modelsDirectory: String
+    public var refractoryMs = 2000
+    /// Audio before the detection that the capture starts with (holds the trigger itself).
+    public var lookbackMs = 1500
+    /// Silence that ends the capture after speech followed the trigger.
+    public var silenceAfterSpeechMs = 2000
+    /// Silence that ends the capture when nothing was said after the trigger.
+    public var silenceAfterTriggerOnlyMs = 5000
+    public var maxCaptureMs = 30_000
+    /// No new wake this soon after a turn was sent.
+    public var debounceMs = 350
+    /// Fewer characters than this after stripping the trigger: nothing is sent.
+    public var minCommandCharacters = 2
+
+    public init(modelsDirectory: String) { self.modelsDirectory = modelsDirectory }
+}
+
+/// The wake side of status: what is listened for, what cannot be, and what happened last.
+public struct WakeStatus: Sendable, Equatable {
+    public var enabled: Bool
+    public var triggers: [String]
+    /// Triggers with a loaded model.
+    public var listening: [String]
+    public var missing: [MissingWakeModel]
+    /// A model that exists but does not load.
+    public var error: String?
+    public var routing: [String: String]
+    public var detections: Int
+    public var lastPhrase: String?
+    /// What the last wake turn came to: "queued", "empty", "cancelled", …
+    public var lastOutcome: String?
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "enabled": .bool(enabled),
+            "state": .string(!enabled ? "off" : listening.isEmpty ? "no models" : "listening"),
+            "triggers": .array(triggers.map { .string($0) }),
+            "listening": .array(listening.map { .string($0) }),
+            "missing": .array(missing.map { ["phrase": .string($0.phrase), "command": .string($0.command),
+                                              "message": .string($0.description)] }),
+            "routing": .object(routing.mapValues { .string($0) }),
+            "detections": .number(Double(detections)),
+        ]
+        if let error { o["error"] = .string(error) }
+        if let lastPhrase { o["lastPhrase"] = .string(lastPhrase) }
+        if let lastOutcome { o["lastOutcome"] = .string(lastOutcome) }
+        return .object(o)
+    }
+}
+
+/// Owned by TalkController (one isolation domain); not Sendable.
+final class WakeListener {
+    let config: WakeConfig
+    private let catalog: WakeModelCatalog
+    private(set) var triggers: [String] = []
+    private(set) var detector: WakeDetector?
+    private(set) var missing: [MissingWakeModel] = []
+    private(set) var loadError: String?
+    /// Normalised trigger → session key (routes whose target is a session key; others use the current session).
+    private(set) var routing: [String: String] = [:]
+    var lookback: PreRollBuffer
+    var detections = 0
+    var lastPhrase: String?
+    var lastOutcome: String?
+
+    init(config: WakeConfig, triggers: [String]) {
+        self.config = config
+        catalog = WakeModelCatalog(directory: config.modelsDirectory)
+        lookback = PreRollBuffer(milliseconds: config.lookbackMs)
+        setTriggers(triggers)
+    }
+
+    /// Rebuilds the detector for a new trigger list (a no-op when the list is unchanged).
+    @discardableResult
+    func setTriggers(_ list: [String]) -> Bool {
+        let cleaned = list.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+        guard cleaned != triggers || (detector == nil && missing.isEmpty && loadError == nil) else { return false }
+        triggers = cleaned
+        loadError = nil
+        do {
+            let (models, missing) = try catalog.load(cleaned)
+            self.missing = missing
+            detector = models.isEmpty ? nil : WakeDetector(models: models, sensitivity: config.sensitivity,
+                                                           refractoryMilliseconds: config.refractoryMs)
+        } catch {
+            missing = []
+            detector = nil
+            loadError = error.description
+        }
+        lookback.removeAll()
+        return true
+    }
+
+    /// `voicewake.routing.changed` / `voicewake.routing.get`: `{config:{routes:[{trigger, target}]}}` or the config itself.
+    func setRouting(_ payload: JSONValue?) {
+        let config = payload?["config"] ?? payload
+        var map: [String: String] = [:]
+        for route in config?["routes"]?.arrayValue ?? [] {
+            guard let trigger = route["trigger"]?.stringValue,
+                  let key = route["target"]?["sessionKey"]?.stringValue, !key.isEmpty else { continue }
+            map[Self.normalize(trigger)] = key
+        }
+        routing = map
+    }
+
+    /// The session a wake by `phrase` goes to, if routed.
+    func session(for phrase: String) -> String? { routing[Self.normalize(phrase)] }
+
+    /// Feeds one frame; returns a detection, if this frame completed one.
+    func feed(_ frame: PCMBuffer) -> WakeDetection? {
+        lookback.append(frame)
+        guard let detector else { return nil }
+        return detector.process(frame.samples).first
+    }
+
+    /// A capture took the microphone: start the next stream afresh.
+    func reset() {
+        detector?.reset()
+        lookback.removeAll()
+    }
+
+    var status: WakeStatus {
+        WakeStatus(enabled: config.enabled, triggers: triggers, listening: detector?.phrases ?? [], missing: missing,
+                   error: loadError, routing: routing, detections: detections, lastPhrase: lastPhrase, lastOutcome: lastOutcome)
+    }
+
+    /// Lowercased words, punctuation at word edges removed, whitespace collapsed (route matching, §4.1).
+    static func normalize(_ s: String) -> String {
+        s.lowercased().split(whereSeparator: \.isWhitespace)
+            .map { $0.trimmingCharacters(in: .punctuationCharacters.union(.symbols)) }
+            .filter { !$0.isEmpty }.joined(separator: " ")
+    }
+
+    /// The command in a wake transcript: the text after the first trigger (case-insensitive, on
+    /// word boundaries), without the punctuation and spaces that follow it. Without a trigger in
+    /// the text, the whole text, trimmed.
+    static func command(from transcript: String, triggers: [String]) -> String {
+        let trim = CharacterSet.whitespacesAndNewlines.union(.punctuationCharacters)
+        var best: Range<String.Index>?
+        for t in triggers {
+            let words = t.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map {
+                NSRegularExpression.escapedPattern(for: String($0))
+            }
+            guard !words.isEmpty,
+                  let re = try? NSRegularExpression(pattern: "\\b" + words.joined(separator: "[\\s\\p{P}]*") + "\\b",
+                                                    options: [.caseInsensitive]) else { continue }
+            let ns = NSRange(transcript.startIndex..., in: transcript)
+            if let m = re.firstMatch(in: transcript, range: ns), let r = Range(m.range, in: transcript),
+               best == nil || r.lowerBound < best!.lowerBound {
+                best = r
+            }
+        }
+        let rest = best.map { String(transcript[$0.upperBound...]) } ?? transcript
+        return rest.trimmingCharacters(in: trim)
+    }
+
+    /// Two 60 ms sine tones (880 Hz, then 1320 Hz) at −12 dBFS with 5 ms fades, 16 kHz mono.
+    static func chime() -> PCMBuffer {
+        let rate = 16_000
+        let amplitude = 32767 * pow(10, -12.0 / 20)
+        var samples: [Int16] = []
+        for (hz, gapAfter) in [(880.0, 20), (1320.0, 0)] {
+            let n = rate * 60 / 1000, fade = rate * 5 / 1000
+            for i in 0..<n {
+                let env = Double(min(i, n - 1 - i, fade)) / Double(fade)
+                samples.append(Int16(amplitude * min(env, 1) * sin(2 * Double.pi * hz * Double(i) / Double(rate))))
+            }
+            samples += [Int16](repeating: 0, count: rate * gapAfter / 1000)
+        }
+        return PCMBuffer(format: .voice, samples: samples)
+    }
+}

@@ -1,0 +1,129 @@
+// Wake word → talk turn, end to end on the talk tests' private PulseAudio: an espeak-made
+// trigger inside a longer sentence, played into the virtual microphone, becomes a chat.send
+// at the loopback gateway without the trigger; voicewake.changed re-targets the detector
+// without a restart; the node's own chime and speech never wake it.
+
+import Audio
+import Foundation
+import GatewayProtocol
+import LoopbackGateway
+@testable import Talk
+import Testing
+
+extension TalkAudio {
+@Suite struct WakeTurnTests {
+    static let modelsDir = TalkPulse.repoRoot + "/models"
+    static let haveModel = FileManager.default.fileExists(atPath: modelsDir + "/openclaw.json")
+    static let skipReason: Comment = "models/openclaw.json is missing: train it with make wake-model TRIGGER=\"openclaw\""
+
+    static func wakeConfig() -> WakeConfig { WakeConfig(modelsDirectory: modelsDir) }
+
+    static func waitFor(_ seconds: Int, _ condition: () async -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return await condition()
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `a trigger inside a sentence becomes a turn without the trigger words`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
+        #expect(await rig.talk.wakeStatus?.listening == ["openclaw"])
+        await rig.gateway.supplyTranscript("openclaw turn on the kitchen lights")
+
+        let words = try Signal.speech("hello there, openclaw, turn on the kitchen lights")
+        let padded = PCMBuffer(format: .voice, samples: [Int16](repeating: 0, count: 16_000) + words.samples
+                               + [Int16](repeating: 0, count: 16_000 * 3))
+        _ = try await rig.micPlayer.play(padded)
+
+        let sent = try await Self.waitFor(20) { await !rig.gateway.requests(method: "chat.send").isEmpty }
+        let status = await rig.talk.wakeStatus
+        #expect(sent, "no chat.send; wake status \(String(describing: status?.json)); log: \(rig.log.all.withLock { $0.suffix(15) })")
+        let send = try #require(await rig.gateway.requests(method: "chat.send").last)
+        let message = send.params?["message"]?.stringValue ?? ""
+        #expect(message == "turn on the kitchen lights")
+        #expect(!message.lowercased().hasPrefix("openclaw") && message.count >= 2)
+        #expect(status?.detections == 1)
+        #expect(status?.lastPhrase == "openclaw")
+        // The capture began with the lookback, so the relay got the trigger too (≥ the whole sentence's speech).
+        let record = try #require(await rig.gateway.relayRecords().last)
+        let decoded = try Signal.to16k(try #require(record.decoded))
+        #expect(decoded.count > 16_000 * 2, "capture \(decoded.count) samples")
+        _ = try await Self.waitFor(5) { await rig.talk.wakeStatus?.lastOutcome == "queued" }
+        #expect(await rig.talk.wakeStatus?.lastOutcome == "queued")
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `voicewake changed re-targets the detector without a restart and names missing models`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
+        #expect(await rig.talk.wakeStatus?.triggers == ["openclaw"])
+
+        await rig.gateway.setTriggers(["computer", "hey nonexistent"])
+        #expect(try await Self.waitFor(5) { await rig.talk.wakeStatus?.triggers == ["computer", "hey nonexistent"] })
+        let status = try #require(await rig.talk.wakeStatus)
+        #expect(!status.listening.contains("openclaw"))
+        let missing = status.json["missing"]?.arrayValue ?? []
+        let nonexistent = try #require(missing.first { $0["phrase"]?.stringValue == "hey nonexistent" })
+        #expect(nonexistent["command"]?.stringValue == "make wake-model TRIGGER=\"hey nonexistent\"")
+        // "computer" may or may not be trained yet: either it is listened for or its command is given.
+        let computerMissing = missing.first { $0["phrase"]?.stringValue == "computer" }
+        #expect(status.listening.contains("computer") || computerMissing?["command"]?.stringValue == "make wake-model TRIGGER=\"computer\"")
+
+        await rig.gateway.setTriggers(["openclaw"])
+        #expect(try await Self.waitFor(5) { await rig.talk.wakeStatus?.listening == ["openclaw"] })
+        #expect(await rig.talk.wakeStatus?.json["state"]?.stringValue == "listening")
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `the node's own chime and speech never wake it`() async throws {
+        // The microphone is the speaker's monitor: everything the node plays reaches it.
+        let rig = try await TalkRig.make(speakReplies: false, source: "cv_speaker.monitor", headset: false)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
+
+        #expect(await rig.talk.playChime())
+        let report = await rig.speech.speak("hello there, openclaw, turn on the kitchen lights", route: .local)
+        #expect(report.outcome == .finished)
+        #expect(await rig.talk.playChime())
+        try await Task.sleep(for: .milliseconds(1500))
+
+        #expect(await rig.talk.gatedFrames > 0, "the microphone heard the speaker")
+        #expect(await rig.talk.wakeStatus?.detections == 0)
+        #expect(await rig.talk.activeCaptureId == nil)
+        #expect(await rig.gateway.requests(method: "chat.send").isEmpty)
+    }
+}
+}
+
+@Suite struct WakeCommandTests {
+    @Test func `trigger words and the punctuation after them are stripped`() {
+        #expect(WakeListener.command(from: "openclaw turn on the kitchen lights", triggers: ["openclaw"]) == "turn on the kitchen lights")
+        #expect(WakeListener.command(from: "Hello there, OpenClaw, turn it off.", triggers: ["openclaw"]) == "turn it off")
+        #expect(WakeListener.command(from: "hey, robot wake: lights", triggers: ["robot wake"]) == "lights")
+        #expect(WakeListener.command(from: "openclaw.", triggers: ["openclaw"]) == "")
+        #expect(WakeListener.command(from: "openclawing is fun", triggers: ["openclaw"]) == "openclawing is fun")
+        #expect(WakeListener.command(from: "lights on", triggers: ["computer"]) == "lights on")
+    }
+
+    @Test func `routing keeps session-key targets, keyed by the normalised trigger`() {
+        let w = WakeListener(config: WakeConfig(modelsDirectory: "/nonexistent"), triggers: ["Robot Wake"])
+        w.setRouting(["config": ["version": 1, "defaultTarget": ["mode": "current"], "routes": [
+            ["trigger": "Robot  Wake!", "target": ["sessionKey": "agent:main:robot"]],
+            ["trigger": "computer", "target": ["agentId": "ops"]],
+            ["trigger": "claude", "target": ["mode": "current"]],
+        ]]])
+        #expect(w.session(for: "robot wake") == "agent:main:robot")
+        #expect(w.session(for: "computer") == nil)
+        #expect(w.session(for: "claude") == nil)
+        #expect(w.status.listening.isEmpty)
+        #expect(w.status.missing.map(\.command) == ["make wake-model TRIGGER=\"Robot Wake\""])
+    }
+}
