@@ -19,6 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np  # noqa: E402
+from scipy.signal import lfilter, resample_poly  # noqa: E402
 
 import augment  # noqa: E402
 import features  # noqa: E402
@@ -27,7 +28,7 @@ import speech  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 
 WINDOW_FRAMES = 250                                    # 2.5 s training windows
@@ -86,6 +87,11 @@ def place(rng, word, bounds, pool, end_s):
     canvas = np.zeros(WINDOW_SAMPLES)
     w = word.astype(np.float64) * 10 ** (rng.uniform(-4, 4) / 20)
     s0, s1 = bounds
+    if rng.random() < 0.7:
+        # Speed perturbation: tempo, pitch and formants together, by 0.88-1.12.
+        down = int(rng.integers(88, 113))
+        w = resample_poly(w, 100, down)
+        s0, s1 = s0 * 100 // down, min(len(w), s1 * 100 // down)
     end = int(end_s * 16000)
     start = end - (s1 - 0)                            # where word[0] lands
     a, b = max(0, start), min(WINDOW_SAMPLES, start + len(w))
@@ -159,8 +165,20 @@ def mine(scores, feats, rng, limit, threshold=0.1):
     return np.stack(wins) if wins else np.zeros((0, WINDOW_FRAMES, features.MELS), np.float16)
 
 
+def random_eq(rng, x):
+    """One peaking biquad (RBJ cookbook): 200-5000 Hz, +-9 dB, Q 0.5-2: microphones and voices differ."""
+    f0, gain, q = np.exp(rng.uniform(np.log(200), np.log(5000))), rng.uniform(-9, 9), rng.uniform(0.5, 2.0)
+    A, w0 = 10 ** (gain / 40), 2 * np.pi * f0 / 16000
+    alpha = np.sin(w0) / (2 * q)
+    b = [1 + alpha * A, -2 * np.cos(w0), 1 - alpha * A]
+    a = [1 + alpha / A, -2 * np.cos(w0), 1 - alpha / A]
+    return lfilter(b, a, x)
+
+
 def finish(rng, x, pool):
-    """Room, noise and level: the training conditions."""
+    """Room, colouring, noise and level: the training conditions."""
+    if rng.random() < 0.5:
+        x = random_eq(rng, x)
     if rng.random() < 0.5:
         x = augment.reverberate(x, augment.train_rir(rng))
     if rng.random() < 0.85:
@@ -302,16 +320,12 @@ def main():
     val_idx, tr_idx = perm[:n_val_ex], perm[n_val_ex:]
 
     # Validation stream: ~15 min of sentences the training never used, training voices.
+    # Each 30 s in training rooms, colouring and noise (3-30 dB SNR), like the windows.
     vrng = np.random.default_rng(seed + 1)
-    stream = []
-    for utt in sentence_pool(eng, vrng, val_sentences, 220, speech.TRAIN_VOICES, speech.TRAIN_VARIANTS):
-        stream.append(utt.astype(np.float64))
-        stream.append(np.zeros(int(vrng.uniform(0.2, 1.0) * 16000)))
-    stream = np.concatenate(stream)
-    stream = augment.mix_noise(stream, augment.coloured_noise(vrng, len(stream), 1.0), 20.0)
-    stream = augment.to_int16(stream, vrng, (-12, -6))
-    stream_feats = ((features.logmel(stream).astype(np.float32) - mean.astype(np.float32)) * (1.0 / std).astype(np.float32))[None]
-    stream_hours = len(stream) / 16000 / 3600
+    val_pool = sentence_pool(eng, vrng, val_sentences, 260, speech.TRAIN_VOICES, speech.TRAIN_VARIANTS)
+    vfeats = mining_stream(vrng, val_pool, 1500)
+    stream_feats = ((vfeats.astype(np.float32) - mean.astype(np.float32)) * (1.0 / std).astype(np.float32))[None]
+    stream_hours = len(vfeats) / 100 / 3600
     log(f"validation: {len(val_idx)} windows, {stream_hours * 60:.1f} min stream")
 
     # --- training ----------------------------------------------------------------------
@@ -357,6 +371,14 @@ def main():
     def norm(batch):
         return (batch.astype(np.float32) - mean32) * inv32
 
+    def freq_mask(rng, xb):
+        """Half the windows lose a band of 1-5 mel channels (set to the mean)."""
+        for i in np.nonzero(rng.random(len(xb)) < 0.5)[0]:
+            w = int(rng.integers(1, 6))
+            f = int(rng.integers(0, features.MELS - w + 1))
+            xb[i, :, f:f + w] = 0.0
+        return xb
+
     def validate(p):
         scores = np.concatenate([np.asarray(predict(p, norm(X[val_idx[i:i + 256]]))) for i in range(0, len(val_idx), 256)])
         lab = Y[val_idx]
@@ -391,7 +413,7 @@ def main():
             yb = np.concatenate([Y[from_x], zero_labels[:len(from_m)]]) if len(from_m) else Y[from_x]
             t += 1
             lr = 2e-3 * 0.5 * (1 + np.cos(np.pi * t / total_steps)) + 5e-5
-            params, m, v, loss = train_step(params, m, v, t, lr, norm(xb), yb)
+            params, m, v, loss = train_step(params, m, v, t, lr, freq_mask(rng, norm(xb)), yb)
             losses.append(float(loss))
         pos_max, neg_max, ss = validate(params)
         el = time.time() - t_train
