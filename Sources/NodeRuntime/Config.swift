@@ -79,8 +79,20 @@ public struct ClawConfig: Sendable, Equatable {
         public var pitch: Int = 50
     }
 
+    public struct Wake: Sendable, Equatable {
+        /// Listen for the gateway's wake words (models under `models/`).
+        public var enabled: Bool = true
+        /// 0…1; 0.5 uses each model's trained threshold, higher wakes more easily.
+        public var sensitivity: Double = 0.5
+        /// Play a short chime when a wake word is heard.
+        public var chime: Bool = true
+        /// Where trained models live; nil: CLAWVOICE_MODELS_DIR, then models/ beside the build.
+        public var modelsDirectory: String? = nil
+    }
+
     public var node = Node()
     public var gateway = Gateway()
+    public var wake = Wake()
     public var audio = Audio()
     public var talk = Talk()
     public var ptt = PTT()
@@ -123,7 +135,8 @@ extension ClawConfig {
         "ptt": ["device": "string?", "key": "string", "mode": "string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
-        "wake": ["*": "any"], "outbox": ["*": "any"],
+        "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool", "modelsDirectory": "string?"],
+        "outbox": ["*": "any"],
     ]
 
     /// Parses a config file's text. `file` is only used in messages.
@@ -158,6 +171,11 @@ extension ClawConfig {
                 switch type {
                 case "bool", "bool?":
                     guard v.boolValue != nil else { throw ConfigError("\(file): '\(path)' must be true or false") }
+                case let t where t.hasPrefix("number:"):
+                    let bounds = t.split(separator: ":").dropFirst().compactMap { Double($0) }
+                    guard let n = v.doubleValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
+                        throw ConfigError("\(file): '\(path)' must be a number from \(bounds.first ?? 0) to \(bounds.last ?? 0)")
+                    }
                 case let t where t.hasPrefix("int:"):
                     let bounds = t.split(separator: ":").dropFirst().compactMap { Int($0) }
                     guard let n = v.intValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
@@ -225,6 +243,11 @@ extension ClawConfig {
                     guard m == "hold" || m == "toggle" else { throw ConfigError("\(file): 'ptt.mode' must be \"hold\" or \"toggle\"") }
                     c.ptt.mode = m
                 }
+            case "wake":
+                if let b = fields["enabled"]?.boolValue { c.wake.enabled = b }
+                if let n = fields["sensitivity"]?.doubleValue { c.wake.sensitivity = n }
+                if let b = fields["chime"]?.boolValue { c.wake.chime = b }
+                c.wake.modelsDirectory = s("modelsDirectory")
             case "speech":
                 if let v = s("voice") { c.speech.voice = v }
                 if let n = i("rateWpm") { c.speech.rateWpm = n }

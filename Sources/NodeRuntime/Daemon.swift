@@ -236,8 +236,13 @@ public final class NodeDaemon: Sendable {
         let events = self.events
         // voicewake.* arrive on both sessions (the node session gets them first on connect).
         pump.withLock { $0 = Task { for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { await talk.handle(e) } } }
-        // Wake words: config defaults (enabled, sensitivity 0.5, chime on); missing models are reported in status.
-        await talk.enableWake(WakeConfig(modelsDirectory: WakeModelCatalog.defaultDirectory()))
+        // Wake words (config `wake`); triggers without a model are reported in status.
+        if config.wake.enabled {
+            var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
+            wake.sensitivity = config.wake.sensitivity
+            wake.chime = config.wake.chime
+            await talk.enableWake(wake)
+        }
         audio.start(feeding: talk)
         if config.audio.headset == nil {
             // Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.

@@ -83,7 +83,8 @@ private func json5Error(_ text: String) -> JSON5Error? {
           talk: { silenceTimeoutMs: 1200, sessionKey: "agent:main:kitchen", outputFormat: "mp3_44100_128", speakReplies: false },
           ptt: { device: "auto", key: "KEY_PHONE", mode: "toggle" },
           speech: { voice: "en-gb", rateWpm: 200 },
-          wake: { anything: [1, 2] },
+          wake: { enabled: false, sensitivity: 0.7, chime: false },
+          outbox: { anything: [1, 2] },
         }
         """, file: "f")
         #expect(c.audio == ClawConfig.Audio(source: "usb_mic", sink: "headset", preRollMs: 500, headset: true))
@@ -91,6 +92,7 @@ private func json5Error(_ text: String) -> JSON5Error? {
         #expect(c.talk.outputFormat == "mp3_44100_128" && !c.talk.speakReplies)
         #expect(c.ptt == ClawConfig.PTT(device: "auto", key: "KEY_PHONE", mode: "toggle"))
         #expect(c.speech.voice == "en-gb" && c.speech.rateWpm == 200)
+        #expect(c.wake == ClawConfig.Wake(enabled: false, sensitivity: 0.7, chime: false, modelsDirectory: nil))
         #expect(c.node.displayName == "kitchen")
         #expect(c.node.modelIdentifier == "RaspberryPi5")
         #expect(c.gateway.url == "wss://gw.example:443")
@@ -108,6 +110,7 @@ private func json5Error(_ text: String) -> JSON5Error? {
     @Test func `numbers out of range and bad modes are named with their range`() {
         #expect(configError("{ audio: { preRollMs: 5000 } }")?.contains("'audio.preRollMs' must be a whole number from 0 to 2000") == true)
         #expect(configError("{ talk: { opusComplexity: 11 } }")?.contains("from 0 to 10") == true)
+        #expect(configError("{ wake: { sensitivity: 1.5 } }")?.contains("'wake.sensitivity' must be a number from 0.0 to 1.0") == true)
         #expect(configError("{ talk: { silenceTimeoutMs: \"fast\" } }")?.contains("'talk.silenceTimeoutMs' must be a whole number") == true)
         #expect(configError("{ ptt: { mode: \"press\" } }")?.contains("'ptt.mode' must be \"hold\" or \"toggle\"") == true)
     }
