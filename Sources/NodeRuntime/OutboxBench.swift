@@ -21,28 +21,9 @@ public enum OutboxBench {
         -> (enqueueToSendMs: Double, turnsPerSecond: Double, rawTurnsPerSecond: Double, enqueueToConfirmMs: Double)
     {
         let turns = max(turns, 1)
-        var gc = LoopbackGateway.Configuration()
-        gc.autoApprove = true
-        gc.auth = .token("bench")
-        gc.echoDeltaDelayMs = 1
-        let gateway = LoopbackGateway(configuration: gc)
-        try await gateway.start()
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-outbox-bench-\(UUID().uuidString.prefix(8))").path
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try ClawStore(directory: dir)
-        let (identity, instanceId) = try store.loadOrCreateIdentity()
-        let url = await gateway.url
-        try store.upsertGateway(GatewayRecord(name: "bench", url: url, sharedToken: "bench", isActive: true, addedAtMs: 0))
-        let session = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "bench", url: url),
-                                     credentials: GatewayCredentials(sharedToken: "bench"), identity: identity,
-                                     instanceId: instanceId, store: store,
-                                     options: SessionOptions(displayName: "outbox bench", version: ClawvoiceVersion.current),
-                                     log: .silent)
-        await session.start()
-        guard await session.waitUntilSettled(timeout: .seconds(10)).state == .connected else {
-            await gateway.stop()
-            throw BenchError("the bench's operator session did not connect to the loopback gateway")
-        }
+        let rig = try await LoopbackOperator.connect()
+        defer { Task { await rig.close() } }
+        let (gateway, store, session) = (rig.gateway, rig.store, rig.session)
 
         var policy = OutboxPolicy()
         policy.limit = max(policy.limit, turns)
@@ -51,7 +32,7 @@ public enum OutboxBench {
         await sender.observe { e in sink.yield((e, ContinuousClock.now)) }
         await sender.start()
         var iterator = events.makeAsyncIterator()
-        let key = gc.mainSessionKey
+        let key = await gateway.configuration.mainSessionKey
 
         /// Waits for the `.confirmed` event of `seq`; returns when it was sent and when confirmed.
         func waitConfirmed(_ seq: Int64) async throws -> (sent: ContinuousClock.Instant?, confirmed: ContinuousClock.Instant) {
@@ -96,8 +77,7 @@ public enum OutboxBench {
         }
         let rawSeconds = ms(ContinuousClock.now - r0) / 1000
 
-        await session.stop()
-        await gateway.stop()
+
         return (median(toSend), Double(turns) / outboxSeconds, Double(turns) / rawSeconds, median(toConfirm))
     }
 
