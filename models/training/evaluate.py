@@ -54,12 +54,16 @@ def test_noise(rng, n, babble_pool):
     return augment.babble(rng, n, babble_pool), "babble"
 
 
-def condition(rng, x, babble_pool, snr=(5.0, 20.0)):
+def condition(rng, x, babble_pool, snr=(5.0, 20.0), info=None):
     """Test room and noise for one segment; returns float audio at a speaking level."""
-    if rng.random() < 0.6:
+    room = rng.random() < 0.6
+    if room:
         x = augment.reverberate(x, augment.test_rir(rng))
-    noise, _ = test_noise(rng, len(x), babble_pool)
-    x = augment.mix_noise(x, noise, rng.uniform(*snr))
+    noise, kind = test_noise(rng, len(x), babble_pool)
+    db = rng.uniform(*snr)
+    x = augment.mix_noise(x, noise, db)
+    if info is not None:
+        info.update(room=bool(room), noise=kind, snr=round(float(db), 1))
     return x / (np.max(np.abs(x)) + 1e-9) * 32767 * 10 ** (rng.uniform(-20, -4) / 20)
 
 
@@ -82,24 +86,27 @@ def build(out, eng, rng, sentences, positives, hours, near_per_trigger):
     meta = {}
     # Positives: every event's trigger end, in ms from the start of the file.
     for trig in TRIGGERS:
-        parts, ends, t = [], [], 0
+        parts, ends, infos, t = [], [], [], 0
         for _ in range(positives):
             seg = [sil(rng.uniform(0.3, 1.0))]
             if rng.random() < 0.5:
                 seg += [eng.synth(sentences[rng.integers(len(sentences))], **test_speaker(rng)).astype(float), sil(rng.uniform(0.3, 0.8))]
-            clip = eng.synth(str(rng.choice(speech.trigger_spellings(trig))), **test_speaker(rng)).astype(float)
+            spk = test_speaker(rng)
+            clip = eng.synth(str(rng.choice(speech.trigger_spellings(trig))), **spk).astype(float)
             _, e = speech.speech_bounds(clip.astype(np.int16))
             end_in_seg = sum(len(s) for s in seg) + e
             seg.append(clip)
             if rng.random() < 0.7:
                 seg += [sil(rng.uniform(0.2, 0.6)), eng.synth(sentences[rng.integers(len(sentences))], **test_speaker(rng)).astype(float)]
             seg.append(sil(rng.uniform(2.0, 4.0)))
-            x = condition(rng, np.concatenate(seg), babble_pool)
+            info = dict(spk)
+            x = condition(rng, np.concatenate(seg), babble_pool, info=info)
+            infos.append(info)
             ends.append(int((t + end_in_seg) * 1000 / SR))
             parts.append(x)
             t += len(x)
         dur = write_wav(os.path.join(out, f"positives-{trig}.wav"), np.concatenate(parts))
-        meta[f"positives-{trig}"] = {"ends_ms": ends, "seconds": dur}
+        meta[f"positives-{trig}"] = {"ends_ms": ends, "seconds": dur, "events": infos}
         log(f"positives-{trig}.wav: {positives} events, {dur / 60:.1f} min")
 
     # Negatives: continuous speech, 20-40 s segments each in one room and noise.
@@ -222,14 +229,39 @@ def main():
 
     thresholds = {}
     for t in TRIGGERS:
-        m = json.load(open(os.path.join(MODELS, f"{t}.json")))
-        thresholds[t] = m["threshold"]
+        path = os.path.join(MODELS, f"{t}.json")
+        thresholds[t] = json.load(open(path))["threshold"] if os.path.exists(path) else float("nan")
 
     rows = []
     for t in TRIGGERS:
         ends = meta[f"positives-{t}"]["ends_ms"]
         hits, wrong, stray = score_positives(results[f"positives-{t}"]["dets"], ends, t)
         rows.append((t, len(ends), hits, wrong, stray))
+    miss_notes = []
+    for t in TRIGGERS:
+        ev = meta[f"positives-{t}"].get("events")
+        if not ev:
+            continue
+        dets = results[f"positives-{t}"]["dets"]
+        for e, info in zip(meta[f"positives-{t}"]["ends_ms"], ev):
+            info["hit"] = any(d["phrase"] == t and e - 500 <= d["ms"] <= e + 1000 for d in dets)
+    def miss_rate(key, value):
+        evs = [i for t in TRIGGERS for i in meta[f"positives-{t}"].get("events", []) if key(i) == value]
+        return (sum(not i["hit"] for i in evs), len(evs))
+    all_events = [i for t in TRIGGERS for i in meta[f"positives-{t}"].get("events", [])]
+    if all_events:
+        for label, key, values in [("noise", lambda i: i["noise"], ["fan", "music", "babble"]),
+                                   ("SNR", lambda i: "5-10 dB" if i["snr"] < 10 else ("10-15 dB" if i["snr"] < 15 else "15-20 dB"),
+                                    ["5-10 dB", "10-15 dB", "15-20 dB"]),
+                                   ("room", lambda i: "reverberant" if i["room"] else "dry", ["dry", "reverberant"]),
+                                   ("voice", lambda i: i["voice"], speech.TEST_VOICES),
+                                   ("variant", lambda i: i["variant"] or "none", ["none"] + speech.TEST_VARIANTS)]:
+            cells = []
+            for v in values:
+                m, n = miss_rate(key, v)
+                if n:
+                    cells.append(f"{v} {m / n * 100:.0f} % of {n}")
+            miss_notes.append(f"- by {label}: " + ", ".join(cells))
     neg = results["negatives"]["dets"]
     neg_hours = meta["negatives"]["seconds"] / 3600
     near = meta["near-misses"]["utterances"]
@@ -286,6 +318,7 @@ def main():
               (", ".join(f"{d['phrase']} on \"{near_word(d['ms'])}\"" for d in near_dets[:20]) or "none") + ".", "",
               "Near-miss words (each alone or in a carrier sentence): " +
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", "",
+              "Missed wakes (all three triggers together) by condition:", ""] + miss_notes + ["",
               "## One common threshold, replayed on the per-step scores", "",
               "(`--scores` output through the detector's rule in Python; the shipped thresholds are per model.)", "",
               "| threshold | missed openclaw | missed claude | missed computer | false wakes / h | near-miss wakes |",
