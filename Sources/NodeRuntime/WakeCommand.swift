@@ -61,6 +61,9 @@ public enum WakeCommand {
             }
             offset = end
         }
+        for d in detector.finish() {
+            say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+        }
         return 0
     }
 

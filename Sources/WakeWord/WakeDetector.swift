@@ -54,16 +54,28 @@ public final class WakeDetector {
     public let models: [WakeModel]
     public var phrases: [String] { models.map(\.phrase) }
     /// 0…1; see the type's comment.
-    public var sensitivity: Double { didSet { thresholds = Self.thresholds(models, sensitivity) } }
+    public var sensitivity: Double {
+        didSet {
+            thresholds = Self.thresholds(models, sensitivity)
+            thresholdLogits = thresholds.map(Self.logit)
+        }
+    }
     public private(set) var thresholds: [Float]
     public var refractory: WakeRefractory
     /// No wake in the first this-many milliseconds of a stream: the models were never scored on
     /// their first 0.5 s (a history of zeros, not of audio), so their output there means nothing.
     public var warmupMilliseconds = 500
+    /// After the first model crosses its threshold, how long the others may still bid before
+    /// the wake is decided (stamped at the first crossing). Several triggers share sounds
+    /// ("openclaw" and "claude"), and the one that crosses first is not always the one said.
+    public var decisionMilliseconds = 90
 
     private let features: LogMelFeatures
     private let runners: [WakeInference]
     private var scoreBuffer: [Float]
+    private var thresholdLogits: [Float]
+    /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
+    private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
 
     /// - Parameters:
     ///   - models: one per trigger phrase; they must share the stride (all shipped ones do).
@@ -77,6 +89,12 @@ public final class WakeDetector {
         features = LogMelFeatures()
         runners = models.map { WakeInference(model: $0) }
         scoreBuffer = [Float](repeating: 0, count: models.count)
+        thresholdLogits = thresholds.map(Self.logit)
+    }
+
+    static func logit(_ p: Float) -> Float {
+        let q = min(max(p, 1e-7), 1 - 1e-7)
+        return log(q / (1 - q))
     }
 
     static func thresholds(_ models: [WakeModel], _ sensitivity: Double) -> [Float] {
@@ -101,6 +119,7 @@ public final class WakeDetector {
         features.reset()
         for r in runners { r.reset() }
         refractory.reset()
+        pending = nil
     }
 
     /// Feeds 16 kHz mono samples; returns the wakes they complete. `onScores`, when given, sees
@@ -118,18 +137,35 @@ public final class WakeDetector {
             guard stepped else { return }
             let ms = frameEndMilliseconds(features.framesEmitted - 1)
             onScores?(StepScores(ms: ms, scores: scoreBuffer))
-            // Of the models over their threshold on this step, the one furthest over wins.
+            if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
+            // Of the models over their threshold on this step, the one furthest over (in logits) bids.
             var best = -1
             var bestMargin: Float = 0
             for i in 0..<runners.count where scoreBuffer[i] >= thresholds[i] {
-                let margin = scoreBuffer[i] - thresholds[i]
+                let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
                 if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
             }
-            if best >= 0, ms >= warmupMilliseconds, refractory.admit(atMilliseconds: ms) {
-                found.append(WakeDetection(phrase: models[best].phrase, ms: ms, score: Double(scoreBuffer[best])))
+            guard best >= 0, ms >= warmupMilliseconds else { return }
+            if let p = pending {
+                if bestMargin > p.margin { pending = (p.ms, best, bestMargin, scoreBuffer[best]) }
+            } else if refractory.lastMilliseconds.map({ ms - $0 >= refractory.periodMilliseconds }) ?? true {
+                pending = (ms, best, bestMargin, scoreBuffer[best])
+                if decisionMilliseconds <= 0, let d = decide() { found.append(d) }
             }
         }
         return found
+    }
+
+    /// Ends the stream: a wake still being decided is decided now.
+    public func finish() -> [WakeDetection] {
+        decide().map { [$0] } ?? []
+    }
+
+    private func decide() -> WakeDetection? {
+        guard let p = pending else { return nil }
+        pending = nil
+        guard refractory.admit(atMilliseconds: p.ms) else { return nil }
+        return WakeDetection(phrase: models[p.best].phrase, ms: p.ms, score: Double(p.score))
     }
 
     /// Convenience for arrays.

@@ -77,7 +77,8 @@ import Testing
     func `a trigger inside a sentence is detected at the right time`(trigger: String) throws {
         guard Fixtures.model(trigger) != nil else { return }
         let (audio, ends) = try Self.compose([("Please ask", false), (trigger, true), ("to turn on the kitchen lights.", false)])
-        let found = try Self.detector().process(audio)
+        let detector = try Self.detector()
+        let found = detector.process(audio) + detector.finish()
         #expect(found.count == 1, "\(found)")
         let d = try #require(found.first)
         #expect(d.phrase == trigger)
@@ -120,13 +121,39 @@ import Testing
     }
 }
 
+@Suite struct WakeDecisionTests {
+    /// Two copies of one tiny model under different phrases and thresholds: both cross on the
+    /// same steps, and the wake goes to the one further over its threshold, not the first listed.
+    @Test func `when several models cross, the one furthest over its threshold wins`() throws {
+        let (tiny, data) = WakeModelTests.tinyManifest()
+        var a = tiny, b = tiny
+        a.phrase = "first"; a.threshold = 0.0002
+        b.phrase = "second"; b.threshold = 0.0001
+        let d = WakeDetector(models: [try WakeModel(manifest: a, weights: data, path: "a.json"),
+                                      try WakeModel(manifest: b, weights: data, path: "b.json")])
+        let found = d.process([Int16](repeating: 100, count: 16_000)) + d.finish()
+        #expect(found.map(\.phrase) == ["second"])
+        #expect(found.first?.ms == 525)          // the first step (every 30 ms from 45 ms) after the 500 ms warm-up
+    }
+
+    @Test func `a wake still being decided at the end of a file is reported by finish`() throws {
+        let (tiny, data) = WakeModelTests.tinyManifest()
+        var m = tiny
+        m.threshold = 0.0001
+        let d = WakeDetector(models: [try WakeModel(manifest: m, weights: data, path: "t.json")])
+        #expect(d.process([Int16](repeating: 100, count: 8_400)).isEmpty)   // crosses at 525 ms, would be decided at 615
+        #expect(d.finish().map(\.ms) == [525])
+        #expect(d.finish().isEmpty)
+    }
+}
+
 @Suite struct WakeWarmupTests {
     @Test func `nothing wakes in the first half second of a stream, even at full score`() throws {
         let (tiny, data) = WakeModelTests.tinyManifest()
         var m = tiny
         m.threshold = 0.0001   // every step is over threshold
         let d = WakeDetector(models: [try WakeModel(manifest: m, weights: data, path: "tiny.json")], refractoryMilliseconds: 100)
-        let found = d.process([Int16](repeating: 100, count: 16_000))
+        let found = d.process([Int16](repeating: 100, count: 16_000)) + d.finish()
         #expect(found.first.map { $0.ms >= 500 } == true, "\(found)")
         #expect(found.allSatisfy { $0.ms >= 500 })
     }

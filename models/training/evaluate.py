@@ -237,8 +237,9 @@ def main():
         ends = meta[f"positives-{t}"]["ends_ms"]
         hits, wrong, stray = score_positives(results[f"positives-{t}"]["dets"], ends, t)
         rows.append((t, len(ends), hits, wrong, stray))
+    present = [t for t in TRIGGERS if thresholds[t] == thresholds[t]]
     miss_notes = []
-    for t in TRIGGERS:
+    for t in present:
         ev = meta[f"positives-{t}"].get("events")
         if not ev:
             continue
@@ -246,9 +247,9 @@ def main():
         for e, info in zip(meta[f"positives-{t}"]["ends_ms"], ev):
             info["hit"] = any(d["phrase"] == t and e - 500 <= d["ms"] <= e + 1000 for d in dets)
     def miss_rate(key, value):
-        evs = [i for t in TRIGGERS for i in meta[f"positives-{t}"].get("events", []) if key(i) == value]
+        evs = [i for t in present for i in meta[f"positives-{t}"].get("events", []) if key(i) == value]
         return (sum(not i["hit"] for i in evs), len(evs))
-    all_events = [i for t in TRIGGERS for i in meta[f"positives-{t}"].get("events", [])]
+    all_events = [i for t in present for i in meta[f"positives-{t}"].get("events", [])]
     if all_events:
         for label, key, values in [("noise", lambda i: i["noise"], ["fan", "music", "babble"]),
                                    ("SNR", lambda i: "5-10 dB" if i["snr"] < 10 else ("10-15 dB" if i["snr"] < 15 else "15-20 dB"),
@@ -318,7 +319,7 @@ def main():
               (", ".join(f"{d['phrase']} on \"{near_word(d['ms'])}\"" for d in near_dets[:20]) or "none") + ".", "",
               "Near-miss words (each alone or in a carrier sentence): " +
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", "",
-              "Missed wakes (all three triggers together) by condition:", ""] + miss_notes + ["",
+              f"Missed wakes ({', '.join(present)} together) by condition:", ""] + miss_notes + ["",
               "## One common threshold, replayed on the per-step scores", "",
               "(`--scores` output through the detector's rule in Python; the shipped thresholds are per model.)", "",
               "| threshold | missed openclaw | missed claude | missed computer | false wakes / h | near-miss wakes |",
