@@ -93,7 +93,7 @@ public enum WakeCommand {
         var lastLine = 0
         let limitMs = seconds.map { Int($0 * 1000) }
         for await frame in capture.frames {
-            let found = detector.process(frame.pcm.samples) { step in
+            let found = try detector.process(frame.pcm) { step in
                 for i in 0..<peak.count { peak[i] = max(peak[i], step.scores[i]) }
             }
             for d in found {

@@ -2,6 +2,8 @@
 // turns per-model scores into wake events with per-model thresholds, a global sensitivity and
 // a refractory period. Time is the stream position (milliseconds of audio fed), never a clock.
 
+import Audio
+
 /// One wake: which phrase, when (milliseconds of audio since the stream started, at the end
 /// of the step that crossed the threshold), and the score then.
 public struct WakeDetection: Sendable, Equatable, Codable {
@@ -168,7 +170,14 @@ public final class WakeDetector {
         return WakeDetection(phrase: models[p.best].phrase, ms: p.ms, score: Double(p.score))
     }
 
-    /// Convenience for arrays.
+    /// Feeds a buffer that carries its format; it must be 16 kHz mono (`AudioFormat.voice`),
+    /// the capture format. Resample other audio first (`Resampler.convert`).
+    public func process(_ pcm: PCMBuffer, onScores: ((StepScores) -> Void)? = nil) throws(WakeWordError) -> [WakeDetection] {
+        guard pcm.format == .voice else { throw .wrongFormat(pcm.format) }
+        return process(pcm.samples, onScores: onScores)
+    }
+
+    /// Convenience for arrays of 16 kHz mono samples.
     public func process(_ samples: [Int16], onScores: ((StepScores) -> Void)? = nil) -> [WakeDetection] {
         samples.withUnsafeBufferPointer { process($0, onScores: onScores) }
     }

@@ -19,6 +19,7 @@ models loaded together (as the node runs them):
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -227,6 +228,13 @@ def main():
         cpu_wall += wall
         log(f"{name}: {len(dets)} wakes over {meta[name]['seconds'] / 60:.1f} min ({wall:.1f} s)")
 
+    # CPU: the detector alone (no --scores printing) over the hour of speech, as child CPU time.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    detect(args.clawvoice, os.path.join(args.out, "negatives.wav"))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu_fraction = cpu_s / meta["negatives"]["seconds"]
+
     thresholds = {}
     for t in TRIGGERS:
         path = os.path.join(MODELS, f"{t}.json")
@@ -326,6 +334,9 @@ def main():
               "|---|---|---|---|---|---|"]
     for thr, misses, fa, nm in sweep_rows:
         lines.append(f"| {thr:.2f} | " + " | ".join(f"{m * 100:.1f} %" for m in misses) + f" | {fa:.2f} | {nm} |")
+    lines += ["", "## CPU", "",
+              f"`clawvoice wake detect` over the {meta['negatives']['seconds'] / 3600:.2f} h of speech, all three models, "
+              f"whole process (WAV read included): {cpu_s:.2f} s of CPU, **{cpu_fraction * 100:.3f} % of one core**."]
     lines += ["", f"Detector wall time over all {cpu_audio / 3600:.2f} h of audio, three models, `--scores` printing "
               f"included: {cpu_wall:.1f} s ({cpu_wall / cpu_audio * 100:.2f} % of real time).", ""]
     with open(args.report, "w") as f:
