@@ -8,6 +8,14 @@ import Store
 import Testing
 
 @Suite struct LinkIntegrationTests {
+    /// True once the node is connected again after its first connection.
+    func reconnected(_ node: GatewaySession, _ h: Harness, _ what: String, timeout: Duration = .seconds(10)) async -> Bool {
+        await eventually(what, timeout: timeout) {
+            let connected = await node.isConnected
+            return connected && h.statuses.count(.connected, role: "node") >= 2
+        }
+    }
+
     /// A connected node session against an auto-approving gateway.
     func connectedNode(_ h: Harness, _ g: LoopbackGateway, commands: NodeCommandRegistry? = nil,
                        onEvent: @escaping @Sendable (EventFrame) -> Void = { _ in }) async throws -> GatewaySession {
@@ -27,10 +35,7 @@ import Testing
         await g.stallTicks(true)
         #expect(await eventually("tick timeout noticed") { h.log.contains("tick every") })
         await g.stallTicks(false)
-        #expect(await eventually("connected again") {
-            let connected = await node.isConnected
-            return connected && h.statuses.count(.connected, role: "node") >= 2
-        })
+        #expect(await reconnected(node, h, "connected again"))
         await node.stop()
         await g.stop()
     }
@@ -42,10 +47,7 @@ import Testing
         let node = try await connectedNode(h, g)
         try await g.restart(downForMs: 300)
         #expect(await eventually("restart noticed") { h.log.contains("gateway restarting") })
-        #expect(await eventually("connected after restart") {
-            let connected = await node.isConnected
-            return connected && h.statuses.count(.connected, role: "node") >= 2
-        })
+        #expect(await reconnected(node, h, "connected after restart"))
         await node.stop()
         await g.stop()
     }
@@ -56,10 +58,7 @@ import Testing
         let g = try await gateway { $0.autoApprove = true }
         let node = try await connectedNode(h, g)
         await g.dropAll()
-        #expect(await eventually("connected after drop") {
-            let connected = await node.isConnected
-            return connected && h.statuses.count(.connected, role: "node") >= 2
-        })
+        #expect(await reconnected(node, h, "connected after drop"))
         await node.stop()
         await g.stop()
     }
@@ -170,10 +169,7 @@ import Testing
         let big = #"{"type":"event","event":"x","payload":""# + String(repeating: "a", count: 17 << 20) + #""}"#
         await g.sendRaw(big)
         #expect(await eventually("too large noticed", timeout: .seconds(20)) { h.log.contains("too large") })
-        #expect(await eventually("connected again", timeout: .seconds(20)) {
-            let connected = await node.isConnected
-            return connected && h.statuses.count(.connected, role: "node") >= 2
-        })
+        #expect(await reconnected(node, h, "connected again", timeout: .seconds(20)))
         await node.stop()
         await g.stop()
     }
