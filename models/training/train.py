@@ -28,7 +28,7 @@ import speech  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 
 WINDOW_FRAMES = 250                                    # 2.5 s training windows
@@ -235,7 +235,7 @@ def build_examples(rng, pos, near, others, pool, n_aug, counts):
         add(finish(rng, np.zeros(WINDOW_SAMPLES) + rng.standard_normal(WINDOW_SAMPLES) * 1e-3, pool), None, 4)
     for _ in range(counts["partial"]):           # the trigger cut short: not yet a wake
         word, (s0, s1) = pos[rng.integers(len(pos))]
-        cut = s0 + int((s1 - s0) * rng.uniform(0.35, 0.7))
+        cut = s0 + int((s1 - s0) * rng.uniform(0.3, 0.55))
         c, _ = place(rng, word[:cut], (s0, cut), pool, rng.uniform(1.0, 2.4))
         add(finish(rng, c, pool), None, 5)
     assert all(y.shape == (S,) for y in Y)
