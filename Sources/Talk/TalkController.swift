@@ -50,7 +50,7 @@ public actor TalkController {
     private let speech: SpeechOutput
     private let log: LogSink
     private var config: TalkConfig
-    private var microphone: MicrophoneState = .unavailable("not started")
+    private var microphone: MicrophoneState = .unavailable("the microphone has not started yet")
     private var preRoll: PreRollBuffer
 
     private struct Capture {
