@@ -257,6 +257,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--positives", type=int, default=3500)
     ap.add_argument("--epochs", type=int, default=28)
+    ap.add_argument("--channels", type=int, default=wm.CHANNELS, help="network width (48 for the shipped models)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--fixtures-dir", default=os.path.join(REPO, "Tests", "WakeWordTests", "Fixtures"))
@@ -330,7 +331,7 @@ def main():
 
     # --- training ----------------------------------------------------------------------
     mean32, inv32 = mean.astype(np.float32), (1.0 / std).astype(np.float32)
-    params = wm.init_params(jax.random.PRNGKey(seed))
+    params = wm.init_params(jax.random.PRNGKey(seed), args.channels)
     S = wm.steps_for_frames(WINDOW_FRAMES)
     step_mask = (np.arange(S) >= LOSS_FROM_STEP).astype(np.float32)
 
@@ -468,7 +469,9 @@ def main():
         "tensors": entries,
         "training": {
             "recipe": f"models/training/train.py v{RECIPE_VERSION}",
-            "command": f'make wake-model TRIGGER="{trigger}"',
+            "command": f'make wake-model TRIGGER="{trigger}"' + "".join(
+                f" {k}={v}" for k, v in (("WAKE_EPOCHS", args.epochs), ("WAKE_CHANNELS", args.channels))
+                if v != {"WAKE_EPOCHS": 28, "WAKE_CHANNELS": wm.CHANNELS}[k]),
             "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU, 1 thread",
             "voices": speech.TRAIN_VOICES, "variants": len(speech.TRAIN_VARIANTS),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trains one wake model: models/training/train.sh "hey claw"
+# Trains one wake model: models/training/train.sh "hey claw"   (WAKE_EPOCHS=40 WAKE_CHANNELS=64 to change the defaults)
 # (what `make wake-model TRIGGER="hey claw"` runs). Creates models/training/.venv from
 # requirements.txt on first use, then synthesises data with espeak-ng, trains on ONE core and
 # writes models/<stem>.json + models/<stem>.bin and Tests/WakeWordTests/Fixtures/golden-<stem>.json.
@@ -25,4 +25,7 @@ export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 pin=()
 if command -v taskset >/dev/null; then pin=(taskset -c "${WAKE_TRAIN_CPU:-$(( $(nproc) - 1 ))}"); fi
 cd "$here"
-exec "${pin[@]}" "$venv/bin/python" -u train.py --trigger "$trigger" "${@:2}"
+extra=()
+[ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
+[ -n "${WAKE_CHANNELS:-}" ] && extra+=(--channels "$WAKE_CHANNELS")
+exec "${pin[@]}" "$venv/bin/python" -u train.py --trigger "$trigger" "${extra[@]}" "${@:2}"
