@@ -21,7 +21,7 @@ MELS = 40
 INPUT_KERNEL = 5
 STRIDE = 3
 DILATIONS = [1, 2, 4, 8, 16]
-CHANNELS = 48
+CHANNELS = 64
 
 
 def steps_for_frames(t):

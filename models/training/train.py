@@ -256,8 +256,8 @@ def main():
     ap.add_argument("--trigger", required=True)
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--positives", type=int, default=3500)
-    ap.add_argument("--epochs", type=int, default=28)
-    ap.add_argument("--channels", type=int, default=wm.CHANNELS, help="network width (48 for the shipped models)")
+    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--channels", type=int, default=wm.CHANNELS, help="network width (64 for the shipped models)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--fixtures-dir", default=os.path.join(REPO, "Tests", "WakeWordTests", "Fixtures"))
@@ -471,7 +471,7 @@ def main():
             "recipe": f"models/training/train.py v{RECIPE_VERSION}",
             "command": f'make wake-model TRIGGER="{trigger}"' + "".join(
                 f" {k}={v}" for k, v in (("WAKE_EPOCHS", args.epochs), ("WAKE_CHANNELS", args.channels))
-                if v != {"WAKE_EPOCHS": 28, "WAKE_CHANNELS": wm.CHANNELS}[k]),
+                if v != {"WAKE_EPOCHS": 40, "WAKE_CHANNELS": wm.CHANNELS}[k]),
             "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU, 1 thread",
             "voices": speech.TRAIN_VOICES, "variants": len(speech.TRAIN_VARIANTS),
