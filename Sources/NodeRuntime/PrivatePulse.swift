@@ -32,9 +32,15 @@ public final class PrivatePulseServer: Sendable {
 
         """
         _ = fm.createFile(atPath: directory + "/default.pa", contents: Data(script.utf8))
+        // Through a shell that stays: pulseaudio closes every inherited descriptor as it starts,
+        // including the one Foundation.Process watches to learn that a child ended; Foundation
+        // would then block in waitpid on the live server and never reap another child. The shell
+        // keeps that descriptor and exits when pulseaudio does; stop() signals pulseaudio itself
+        // (a child of a Swift process may inherit blocked signals, so a trap in the shell is unreliable).
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = ["-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr",
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", "\"$0\" \"$@\" & echo $! > \(directory)/pulseaudio.pid; wait $!",
+                       binary, "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr",
                        "--log-level=error", "-F", directory + "/default.pa"]
         var env = ProcessInfo.processInfo.environment
         env["XDG_RUNTIME_DIR"] = directory + "/runtime"
@@ -48,14 +54,23 @@ public final class PrivatePulseServer: Sendable {
         let probe = PulseConnection(server: "unix:\(directory)/native", clientName: "clawvoice-probe")
         defer { probe.close() }
         do { try await probe.waitUntilReady(timeout: .seconds(8)) } catch {
-            p.terminate()
+            stop()
             throw ConfigError("the private pulseaudio did not start: \(error)")
         }
     }
 
+    /// Stops pulseaudio (SIGTERM, SIGKILL after 3 s) and removes its directory.
     public func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        let pid = (try? String(contentsOfFile: directory + "/pulseaudio.pid", encoding: .utf8))
+            .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        if let pid { kill(pid, SIGTERM) }
+        // Polled: Process.waitUntilExit spins a run loop at full CPU on Linux.
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            if let pid { kill(pid, SIGKILL) }
+            kill(process.processIdentifier, SIGKILL)
+        }
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
