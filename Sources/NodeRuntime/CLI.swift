@@ -90,15 +90,24 @@ public enum CLI {
                 the transcription relay is closed, speech stops within 50 ms, and late replies of the old
                 session are dropped. KEY looks like agent:main:kitchen (`clawvoice history` lists sessions).
                 """, flags: [:], maxPositionals: 2),
-        Command(name: "wake", abstract: "Run the wake-word detector over a WAV file (thresholds, models).",
-                usage: "clawvoice wake detect --input FILE.wav [--phrases a,b] [--scores] [--sensitivity 0..1] [--models DIR]",
+        Command(name: "wake", abstract: "Check wake words: over a WAV file, or live from the microphone.",
+                usage: """
+                clawvoice wake detect --input FILE.wav [--phrases a,b] [--scores] [--sensitivity 0..1] [--models DIR]
+                       clawvoice wake listen [--source NAME] [--seconds N] [--phrases a,b] [--sensitivity 0..1] [--models DIR]
+                """,
                 details: """
-                Prints one JSON line per detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
+                detect prints one JSON line per detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
                 --scores also prints every step's scores (every 30 ms), for threshold sweeps.
+                listen captures from the microphone (PulseAudio; --source, else audio.source, else the
+                default source) and prints each phrase's highest score four times a second, a star at or
+                over its threshold, plus the same JSON line per detection. Ctrl-C (or --seconds) ends it.
+                It runs beside the daemon; try it to see how far away and how loud a wake still works.
                 Phrases default to the gateway's defaults (openclaw, claude, computer); a phrase without a
                 trained model is named with the command that trains it: make wake-model TRIGGER="phrase".
                 Models come from --models, CLAWVOICE_MODELS_DIR, or the models/ folder beside the build.
-                """, flags: ["--input": true, "--phrases": true, "--scores": false, "--sensitivity": true, "--models": true],
+                --sensitivity: 0.5 uses each model's trained threshold; higher wakes more easily.
+                """, flags: ["--input": true, "--phrases": true, "--scores": false, "--sensitivity": true, "--models": true,
+                             "--source": true, "--seconds": true],
                 maxPositionals: 1),
         Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
@@ -134,7 +143,8 @@ public enum CLI {
         """
         for c in commands { s += "  \(c.name.padding(toLength: 10, withPad: " ", startingAt: 0))\(c.abstract)\n" }
         s += "\nStart with `clawvoice pair <setup-code>`, then `clawvoice run`. Try it all locally: `clawvoice demo`.\n"
-        s += "`clawvoice <command> --help` explains each command.\n\n" + global + "\n"
+        s += "`clawvoice <command> --help` explains each command.\n"
+        s += "Exit status: 0 done, 1 it could not be done (the line on stderr says why), 2 used wrongly.\n\n" + global + "\n"
         return s
     }
 
@@ -149,6 +159,11 @@ public enum CLI {
         var configFlag: String?
         var logLevel: LogLevel?
         var wantsHelp = false
+    }
+
+    /// Something the command could not do (exit 1), as opposed to a command used wrongly (exit 2).
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
     }
 
     struct UsageError: Error, CustomStringConvertible {
@@ -252,7 +267,8 @@ public enum CLI {
             return try await execute(p, config: config, paths: paths, log: log, environment: environment)
         } catch {
             fail("\(error)")
-            return 1
+            // A command used wrongly is 2, like a flag that does not parse; anything that went wrong doing it is 1.
+            return error is UsageError ? 2 : 1
         }
     }
 
@@ -339,7 +355,7 @@ public enum CLI {
             }
             let r = try ControlSocketClient.send(["cmd": "ptt", "action": .string(action)], path: paths.controlSocket, timeoutSeconds: 90)
             guard r["ok"]?.boolValue == true, let result = r["result"] else {
-                throw UsageError(description: "ptt \(action): \(r["error"]?.stringValue ?? "failed")")
+                throw Failure(description: "ptt \(action): \(r["error"]?.stringValue ?? "failed")")
             }
             if p.flags["--json"] != nil { say(result.description) } else {
                 var line = "capture \(result["captureId"]?.stringValue ?? "?")"
@@ -356,7 +372,7 @@ public enum CLI {
             let out = p.flags["--out"]
             if out == nil, let r = try? ControlSocketClient.send(["cmd": "say", "text": .string(text), "local": .bool(local)],
                                                                path: paths.controlSocket, timeoutSeconds: 120) {
-                guard r["ok"]?.boolValue == true else { throw UsageError(description: "say: \(r["error"]?.stringValue ?? "failed")") }
+                guard r["ok"]?.boolValue == true else { throw Failure(description: "say: \(r["error"]?.stringValue ?? "failed")") }
                 var line = "spoke \(String(format: "%.2f", (r["durationMs"]?.doubleValue ?? 0) / 1000)) s via \(r["engine"]?.stringValue ?? "?")"
                 if let why = r["fallbackReason"]?.stringValue { line += "; fell back because \(why)" }
                 say(line)
@@ -368,19 +384,30 @@ public enum CLI {
         case "listen":
             return try ListenCommand.run(p, paths: paths, say: { say($0) })
         case "wake":
-            guard p.positionals.first == "detect" else { throw UsageError(description: "wake: the action is `detect` (see `clawvoice wake --help`)") }
-            guard let input = p.flags["--input"] else { throw UsageError(description: "wake detect needs --input FILE.wav") }
-            let phrases = p.flags["--phrases"].map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
-            let sensitivity: Double
-            if let s = p.flags["--sensitivity"] {
-                guard let v = Double(s) else { throw UsageError(description: "wake detect: --sensitivity needs a number from 0 to 1") }
-                sensitivity = v
-            } else {
-                sensitivity = 0.5
+            let action = p.positionals.first ?? ""
+            guard action == "detect" || action == "listen" else {
+                throw UsageError(description: "wake: the action is `detect` or `listen` (see `clawvoice wake --help`)")
             }
+            let phrases = p.flags["--phrases"].map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+            var sensitivity = 0.5
+            if let s = p.flags["--sensitivity"] {
+                guard let v = Double(s), (0...1).contains(v) else { throw UsageError(description: "wake \(action): --sensitivity needs a number from 0 to 1, got \(s)") }
+                sensitivity = v
+            }
+            let models = p.flags["--models"] ?? config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory()
+            if action == "listen" {
+                var seconds: Double?
+                if let s = p.flags["--seconds"] {
+                    guard let v = Double(s), v > 0 else { throw UsageError(description: "wake listen: --seconds needs a positive number, got \(s)") }
+                    seconds = v
+                }
+                return try await WakeCommand.listen(phrases: phrases, modelsDirectory: models, sensitivity: sensitivity,
+                                                    source: p.flags["--source"] ?? config.audio.source, seconds: seconds,
+                                                    say: { say($0) })
+            }
+            guard let input = p.flags["--input"] else { throw UsageError(description: "wake detect needs --input FILE.wav") }
             return try WakeCommand.detect(input: input, phrases: phrases, scores: p.flags["--scores"] != nil,
-                                          modelsDirectory: p.flags["--models"] ?? WakeModelCatalog.defaultDirectory(),
-                                          sensitivity: sensitivity, say: { say($0) })
+                                          modelsDirectory: models, sensitivity: sensitivity, say: { say($0) })
         case "audio":
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
             return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })

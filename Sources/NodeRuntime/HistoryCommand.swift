@@ -178,7 +178,7 @@ enum ListenCommand {
         let r = try ControlSocketClient.send(.object(request), path: paths.controlSocket, timeoutSeconds: 30)
         if p.flags["--json"] != nil { say(r.description) }
         guard r["ok"]?.boolValue == true else {
-            throw CLI.UsageError(description: "listen: \(r["error"]?.stringValue ?? "failed")")
+            throw CLI.Failure(description: "listen: \(r["error"]?.stringValue ?? "failed")")
         }
         if p.flags["--json"] != nil { return 0 }
         let message = r["messageId"]?.stringValue ?? "?"

@@ -73,7 +73,7 @@ public enum WakeCommand {
     /// and each wake as the same JSON line `detect` prints. Runs for `seconds`, or until the
     /// capture ends when nil.
     public static func listen(phrases: [String]?, modelsDirectory: String, sensitivity: Double, source: String?,
-                              seconds: Double?, intervalMilliseconds: Int = 250,
+                              seconds: Double?, intervalMilliseconds: Int = 250, server: String? = nil,
                               say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         guard (0...1).contains(sensitivity) else {
             throw InputError(description: "--sensitivity must be between 0 and 1, got \(sensitivity)")
@@ -81,12 +81,25 @@ public enum WakeCommand {
         let (models, missing) = try WakeModelCatalog(directory: modelsDirectory).load(phrases ?? WakeModelCatalog.defaultPhrases)
         guard !models.isEmpty else { throw WakeWordError.noModels(missing) }
         for m in missing { FileHandle.standardError.write(Data("clawvoice: \(m)\n".utf8)) }
-        let connection = PulseConnection(clientName: "clawvoice-wake")
+        let connection = PulseConnection(server: server, clientName: "clawvoice-wake")
         defer { connection.close() }
-        try await connection.waitUntilReady()
+        do {
+            try await connection.waitUntilReady()
+        } catch {
+            throw InputError(description: "no sound server: \(error) (is PulseAudio or pipewire-pulse running? PULSE_SERVER=\(ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "unset"))")
+        }
         let capture = PulseCapture(connection: connection, source: source)
-        try await capture.start()
+        do {
+            try await capture.start()
+        } catch {
+            throw InputError(description: "cannot capture from \(source ?? "the default source"): \(error) (`clawvoice audio devices` lists sources)")
+        }
         defer { capture.stop() }
+        // The capture rides out a sound-server restart by itself; say so rather than go quiet.
+        capture.onStatusChange = { status in
+            FileHandle.standardError.write(Data("clawvoice: microphone \(status)\n".utf8))
+        }
+        FileHandle.standardError.write(Data("clawvoice: listening for \(models.map(\.phrase).joined(separator: ", ")) on \(source ?? "the default source"); Ctrl-C ends\n".utf8))
         let detector = WakeDetector(models: models, sensitivity: sensitivity)
         let thresholds = detector.thresholds
         var peak = [Float](repeating: 0, count: models.count)
@@ -107,9 +120,10 @@ public enum WakeCommand {
                 peak = [Float](repeating: 0, count: models.count)
                 lastLine = now
             }
-            if let limitMs, now >= limitMs { break }
+            if let limitMs, now >= limitMs { return 0 }
         }
-        return 0
+        // The stream ends only when the capture does (the sound server went away, or the source did).
+        throw InputError(description: "the microphone stopped (\(capture.status))")
     }
 
     /// The WAV at `path` as 16 kHz mono samples.

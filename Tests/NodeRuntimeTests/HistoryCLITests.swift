@@ -67,7 +67,7 @@ private func seed(_ env: CLIEnvironment, ageMs: Int64, url: String = "ws://127.0
         #expect(other.stdout.contains("start the daemon"), "\(other)")
 
         let bad = try await env.run(["history", "--limit", "zero"])
-        #expect(bad.status == 1 && bad.stderrLines.count == 1 && bad.stderr.contains("--limit needs a positive number"), "\(bad)")
+        #expect(bad.status == 2 && bad.stderrLines.count == 1 && bad.stderr.contains("--limit needs a positive number"), "\(bad)")
     }
 
     @Test func `history --json carries the cache's age and every message`() async throws {
@@ -100,7 +100,7 @@ private func seed(_ env: CLIEnvironment, ageMs: Int64, url: String = "ws://127.0
         #expect(o.status == 1 && o.stderrLines.count == 1, "\(o)")
         #expect(o.stderr.contains("daemon is not running") && o.stderr.contains("clawvoice run"), "\(o)")
         let both = try await env.run(["listen", "--last", "a-1"])
-        #expect(both.status == 1 && both.stderr.contains("not both"), "\(both)")
+        #expect(both.status == 2 && both.stderr.contains("not both"), "\(both)")
     }
 }
 

@@ -1,0 +1,96 @@
+// `clawvoice wake listen` as a user runs it: a real process capturing from a private
+// PulseAudio's virtual microphone while espeak-ng says the trigger into it; and the one-line
+// errors for bad flags and a missing sound server.
+
+import Foundation
+import Testing
+
+/// A private pulseaudio for one test (tests/audio/pulse-server.sh in a scratch directory:
+/// cv_mic's monitor is the microphone), driven only through child processes.
+struct SoundServerError: Error, CustomStringConvertible { var description: String }
+
+struct SoundServerProcess {
+    let directory: String
+    var server: String { "unix:\(directory)/native" }
+
+    static func start(in scratch: Scratch) async throws -> SoundServerProcess {
+        let s = SoundServerProcess(directory: scratch.sub("pulse"))
+        guard try s.script("start") == 0 else { throw SoundServerError(description: "tests/audio/pulse-server.sh start failed") }
+        return s
+    }
+
+    func stop() { _ = try? script("stop") }
+
+    private func script(_ action: String) throws -> Int32 {
+        try Self.tool("/bin/bash", [repositoryRoot().appendingPathComponent("tests/audio/pulse-server.sh").path, action],
+                      environment: ["PATH": "/usr/bin:/bin", "CLAWVOICE_PULSE_DIR": directory])
+    }
+
+    /// Runs a tool to completion, output discarded; its exit status.
+    @discardableResult
+    static func tool(_ path: String, _ args: [String], environment: [String: String]? = nil) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        if let environment { p.environment = environment }
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
+
+@Suite(.serialized) struct WakeListenCLITests {
+    static let models = repositoryRoot().appendingPathComponent("models").path
+    static let haveModel = FileManager.default.fileExists(atPath: models + "/openclaw.json")
+
+    @Test(.enabled(if: haveModel, "models/openclaw.json is missing: make wake-model TRIGGER=\"openclaw\""))
+    func `wake listen prints live scores and a JSON line when the trigger is said into the microphone`() async throws {
+        // Sound through child processes only (pulse-server.sh, paplay): a pulseaudio started
+        // straight from Foundation.Process would stall Foundation's reaping of every later child.
+        let env = try CLIEnvironment()
+        let pulse = try await SoundServerProcess.start(in: env.scratch)
+        defer { pulse.stop() }
+        var listenEnv = env
+        listenEnv.extra["PULSE_SERVER"] = pulse.server
+        let listener = try listenEnv.spawn(["wake", "listen", "--source", "cv_mic.monitor", "--seconds", "9",
+                                            "--phrases", "openclaw", "--models", Self.models])
+        let ready = await eventually(.seconds(10)) { listener.stderr.contains("listening for openclaw") }
+        #expect(ready, "\(listener.stderr)")
+
+        let wav = env.scratch.sub("trigger.wav")
+        #expect(try SoundServerProcess.tool("/usr/bin/espeak-ng", ["-w", wav, "hello there, openclaw, what time is it"]) == 0)
+        #expect(try SoundServerProcess.tool("/usr/bin/paplay", ["-s", pulse.server, "-d", "cv_mic", wav]) == 0)
+
+        let status = await listener.waitForExit(.seconds(20))
+        #expect(status == 0, "stderr: \(listener.stderr)\nstdout: \(listener.stdout.suffix(600))")
+        let lines = listener.stdout.split(separator: "\n").map(String.init)
+        let detections = lines.filter { $0.hasPrefix("{\"phrase\":\"openclaw\"") }
+        #expect(detections.count == 1, "\(listener.stdout)")
+        // Four score lines a second for 9 s; the trigger's are starred (at or over threshold), the rest are not.
+        let scoreLines = lines.filter { $0.hasPrefix("openclaw ") }
+        #expect(scoreLines.count >= 30, "\(scoreLines.count) score lines")
+        let starred = scoreLines.filter { $0.hasSuffix(" *") }.count
+        #expect(starred >= 1 && starred < 5, "\(starred) starred lines")
+    }
+
+    @Test func `wake listen without a sound server says so in one line`() async throws {
+        var env = try CLIEnvironment()
+        env.extra["PULSE_SERVER"] = "unix:/nonexistent/clawvoice-no-pulse"
+        let o = try await env.run(["wake", "listen", "--seconds", "1", "--models", Self.models], timeout: .seconds(30))
+        #expect(o.status == 1, "\(o)")
+        #expect(o.stderrLines.last?.contains("no sound server") == true, "\(o)")
+    }
+
+    @Test(arguments: [
+        (["wake", "listen", "--seconds", "0"], "--seconds needs a positive number"),
+        (["wake", "listen", "--sensitivity", "2"], "--sensitivity needs a number from 0 to 1"),
+        (["wake", "hear"], "the action is `detect` or `listen`"),
+    ])
+    func `bad wake flags are usage errors`(args: [String], message: String) async throws {
+        let o = try await CLIEnvironment().run(args)
+        #expect(o.status == 2, "\(o)")
+        #expect(o.stderr.contains(message), "\(o)")
+    }
+}
