@@ -88,6 +88,8 @@ public actor LoopbackGateway {
     private var tickTask: Task<Void, Never>?
     private var eventTask: Task<Void, Never>?
     var triggers: [String]
+    var wakeRoutes: [JSONValue] = []
+    var wakeRoutesUpdatedAtMs: Int64 = 0
     private let startedAt = Date()
     public var ticksStalled = false
     var relays: [String: RelayRecord] = [:]
@@ -286,6 +288,19 @@ public actor LoopbackGateway {
     public func setTriggers(_ list: [String]) {
         triggers = list
         broadcast("voicewake.changed", VoiceWakeTriggers(triggers: list).payload, roles: ["node", "operator"])
+    }
+
+    /// Replaces the wake routes (`[{trigger, target:{sessionKey}|{agentId}|{mode:"current"}}]`)
+    /// and sends `voicewake.routing.changed` to every node and operator, as voicewake.routing.set does.
+    public func setWakeRoutes(_ routes: [JSONValue]) {
+        wakeRoutes = Array(routes.prefix(32))
+        wakeRoutesUpdatedAtMs = Int64(Date().timeIntervalSince1970 * 1000)
+        broadcast("voicewake.routing.changed", wakeRoutingPayload, roles: ["node", "operator"])
+    }
+
+    var wakeRoutingPayload: JSONValue {
+        ["config": ["version": 1, "defaultTarget": ["mode": "current"], "routes": .array(wakeRoutes),
+                    "updatedAtMs": .number(Double(wakeRoutesUpdatedAtMs))]]
     }
 
     func takeInvokeWaiter(_ id: String) -> CheckedContinuation<NodeInvokeResult, any Error>? {
@@ -543,7 +558,7 @@ public actor LoopbackGateway {
         let hello: JSONValue = [
             "type": "hello-ok", "protocol": 4,
             "server": ["version": "loopback-1", "connId": .string("conn-\(conn.id.raw)")],
-            "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed"]],
+            "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed"]],
             "snapshot": ["presence": [], "health": [:], "stateVersion": ["presence": 1, "health": 1],
                          "uptimeMs": .number(Double(Int64(Date().timeIntervalSince(startedAt) * 1000))),
                          "sessionDefaults": ["defaultAgentId": "main", "mainKey": "main", "mainSessionKey": .string(configuration.mainSessionKey)],
@@ -555,7 +570,7 @@ public actor LoopbackGateway {
         log("\(p.role) connected: device \(device.id.prefix(12))…")
         if p.role == "node" {
             sendEvent("voicewake.changed", VoiceWakeTriggers(triggers: triggers).payload, to: conn.id)
-            sendEvent("voicewake.routing.changed", ["config": ["version": 1, "defaultTarget": ["mode": "current"], "routes": [], "updatedAtMs": .number(Double(now))]], to: conn.id)
+            sendEvent("voicewake.routing.changed", wakeRoutingPayload, to: conn.id)
         }
     }
 

@@ -7,14 +7,14 @@ import GatewayProtocol
 extension LoopbackGateway {
     static let nodeMethods: Set<String> = ["node.invoke.result", "node.event", "skills.bins"]
     static let methods = ["node.invoke.result", "node.event", "chat.send", "chat.history", "chat.abort", "voicewake.get",
-                          "voicewake.set", "node.list", "gateway.identity.get"]
+                          "voicewake.set", "voicewake.routing.get", "voicewake.routing.set", "node.list", "gateway.identity.get"]
 
     /// The scope each operator method needs; write implies read and talk.
     static func requiredScope(_ method: String) -> String? {
         switch method {
-        case "chat.send", "chat.abort", "voicewake.set", "node.invoke", "tts.speak": return "operator.write"
+        case "chat.send", "chat.abort", "voicewake.set", "voicewake.routing.set", "node.invoke", "tts.speak": return "operator.write"
         case "talk.speak", "talk.session.create", "talk.session.appendAudio", "talk.session.close": return "operator.talk"
-        case "chat.history", "voicewake.get", "node.list", "gateway.identity.get", "talk.config": return "operator.read"
+        case "chat.history", "voicewake.get", "voicewake.routing.get", "node.list", "gateway.identity.get", "talk.config": return "operator.read"
         default: return nil
         }
     }
@@ -56,6 +56,26 @@ extension LoopbackGateway {
                 .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             setTriggers(list.isEmpty ? VoiceWakeTriggers.defaults : Array(list.prefix(32)))
             reply(req.id, VoiceWakeTriggers(triggers: triggers).payload, to: conn.id)
+        case "voicewake.routing.get":
+            reply(req.id, wakeRoutingPayload, to: conn.id)
+        case "voicewake.routing.set":
+            // {config:{routes:[…]}} or {routes:[…]}; each route needs a trigger and one target form.
+            let routes = (p["config"]?["routes"] ?? p["routes"])?.arrayValue ?? []
+            for r in routes {
+                let t = r["target"]
+                let forms = [t?["sessionKey"]?.stringValue != nil, t?["agentId"]?.stringValue != nil, t?["mode"]?.stringValue == "current"]
+                guard let trigger = r["trigger"]?.stringValue, !trigger.trimmingCharacters(in: .whitespaces).isEmpty,
+                      trigger.utf16.count <= 64, forms.filter({ $0 }).count == 1 else {
+                    fail(req.id, ErrorShape(code: "INVALID_REQUEST", message: "invalid voicewake route: \(r)"), to: conn.id)
+                    return
+                }
+            }
+            guard routes.count <= 32 else {
+                fail(req.id, ErrorShape(code: "INVALID_REQUEST", message: "too many voicewake routes (at most 32)"), to: conn.id)
+                return
+            }
+            setWakeRoutes(routes)
+            reply(req.id, wakeRoutingPayload, to: conn.id)
         case "node.list":
             let nodes: [JSONValue] = connections.values.filter { $0.helloDone && $0.role == "node" }.map {
                 ["nodeId": .string($0.deviceId ?? ""), "platform": "linux", "connected": true, "paired": true]

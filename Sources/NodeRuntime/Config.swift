@@ -6,6 +6,7 @@
 import Foundation
 import GatewayClient
 import GatewayProtocol
+import Talk
 
 /// The settings file, decoded. Every key has a default; `config/clawvoice.json5` documents them all.
 public struct ClawConfig: Sendable, Equatable {
@@ -84,8 +85,9 @@ public struct ClawConfig: Sendable, Equatable {
         public var enabled: Bool = true
         /// 0…1; 0.5 uses each model's trained threshold, higher wakes more easily.
         public var sensitivity: Double = 0.5
-        /// Play a short chime when a wake word is heard.
-        public var chime: Bool = true
+        /// What plays when a wake word is heard: true (a generated two-tone chime), false, or a
+        /// WAV/MP3/Ogg Opus file of at most 3 s.
+        public var chime: WakeChime = .generated
         /// Where trained models live; nil: CLAWVOICE_MODELS_DIR, then models/ beside the build.
         public var modelsDirectory: String? = nil
     }
@@ -135,7 +137,7 @@ extension ClawConfig {
         "ptt": ["device": "string?", "key": "string", "mode": "string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
-        "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool", "modelsDirectory": "string?"],
+        "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool|string", "modelsDirectory": "string?"],
         "outbox": ["*": "any"],
     ]
 
@@ -171,6 +173,10 @@ extension ClawConfig {
                 switch type {
                 case "bool", "bool?":
                     guard v.boolValue != nil else { throw ConfigError("\(file): '\(path)' must be true or false") }
+                case "bool|string":
+                    guard v.boolValue != nil || v.stringValue != nil else {
+                        throw ConfigError("\(file): '\(path)' must be true, false or a file path")
+                    }
                 case let t where t.hasPrefix("number:"):
                     let bounds = t.split(separator: ":").dropFirst().compactMap { Double($0) }
                     guard let n = v.doubleValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
@@ -246,7 +252,15 @@ extension ClawConfig {
             case "wake":
                 if let b = fields["enabled"]?.boolValue { c.wake.enabled = b }
                 if let n = fields["sensitivity"]?.doubleValue { c.wake.sensitivity = n }
-                if let b = fields["chime"]?.boolValue { c.wake.chime = b }
+                if let b = fields["chime"]?.boolValue { c.wake.chime = b ? .generated : .off }
+                if let path = s("chime") {
+                    // Relative to the config file, like a user would write it next to it.
+                    let expanded = (path as NSString).expandingTildeInPath
+                    let full = expanded.hasPrefix("/") ? expanded
+                        : ((file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(expanded)
+                    do { _ = try WakeChime.decode(full) } catch { throw ConfigError("\(file): 'wake.chime': \(error.description)") }
+                    c.wake.chime = .file(full)
+                }
                 c.wake.modelsDirectory = s("modelsDirectory")
             case "speech":
                 if let v = s("voice") { c.speech.voice = v }

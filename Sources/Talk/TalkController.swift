@@ -374,6 +374,7 @@ public actor TalkController {
         if let r = knownRouting { w.setRouting(r) }
         wake = w
         logWakeModels(w)
+        if let problem = w.chimeProblem { log.log(.warning, "wake", problem) }
     }
 
     public func disableWake() {
@@ -397,9 +398,13 @@ public actor TalkController {
         }
     }
 
-    /// Plays the wake chime (on detection; also for tests and diagnostics).
+    /// Plays the wake chime (on detection; also for tests and diagnostics): the configured
+    /// sound, the generated one when wake is off. False when nothing played.
     @discardableResult
-    public func playChime() async -> Bool { await speech.playCue(WakeListener.chime()) }
+    public func playChime() async -> Bool {
+        guard let pcm = wake.map({ $0.chimeSound }) ?? WakeListener.chime() else { return false }
+        return await speech.playCue(pcm)
+    }
 
     private func setWakeTriggers(_ list: [String]) {
         knownTriggers = list
@@ -447,7 +452,7 @@ public actor TalkController {
             log.log(.warning, "wake", "no capture after \"\(phrase)\": \(error)")
             return
         }
-        if wake?.config.chime == true { Task { await self.playChime() } }
+        if wake?.chimeSound != nil { Task { await self.playChime() } }
         let result = await waitEnd(id)
         wake?.lastOutcome = result.status.rawValue
         log.log(.info, "wake", "turn \(id): \(result.status.rawValue)\(result.transcript.map { " \"\($0)\"" } ?? "")")

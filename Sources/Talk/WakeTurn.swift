@@ -10,12 +10,55 @@ import Foundation
 import GatewayProtocol
 import WakeWord
 
+/// What plays when a wake word is heard (config `wake.chime`: true, false, or a sound file).
+public enum WakeChime: Sendable, Equatable {
+    case off
+    /// Two short generated tones (WakeListener.chime()).
+    case generated
+    /// A WAV, MP3 or Ogg Opus file of the user's.
+    case file(String)
+
+    /// The sound to play, nil for `.off`. A file that cannot be read or decoded is one line in
+    /// `problem` and the generated chime plays instead: a broken file never silences the cue.
+    public func sound() -> (pcm: PCMBuffer?, problem: String?) {
+        switch self {
+        case .off: return (nil, nil)
+        case .generated: return (WakeListener.chime(), nil)
+        case .file(let path):
+            do { return (try Self.decode(path), nil) } catch {
+                return (WakeListener.chime(), "\(error); playing the generated chime instead")
+            }
+        }
+    }
+
+    public struct FileError: Error, CustomStringConvertible { public var description: String }
+
+    /// Decodes a chime file (by extension and content), refusing anything longer than 3 s.
+    public static func decode(_ path: String) throws(FileError) -> PCMBuffer {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw FileError(description: "wake chime \(path): no such file or not readable")
+        }
+        let pcm: PCMBuffer
+        do {
+            pcm = try ClipDecoder.decode([UInt8](data), outputFormat: nil, mimeType: nil,
+                                         fileExtension: (path as NSString).pathExtension)
+        } catch {
+            throw FileError(description: "wake chime \(path): \(error)")
+        }
+        guard !pcm.isEmpty else { throw FileError(description: "wake chime \(path): no samples") }
+        guard pcm.durationMilliseconds <= 3000 else {
+            throw FileError(description: "wake chime \(path): \(Int(pcm.durationMilliseconds)) ms long; a chime must be 3 s or shorter")
+        }
+        return pcm
+    }
+}
+
 public struct WakeConfig: Sendable, Equatable {
     public var enabled = true
     /// 0…1; 0.5 = each model's trained threshold (WakeDetector).
     public var sensitivity = 0.5
-    /// A short generated chime on detection; false: none.
-    public var chime = true
+    /// What plays on detection.
+    public var chime = WakeChime.generated
     /// Where `<trigger>.json` + `.bin` models are looked for.
     public var modelsDirectory: String
     public var refractoryMs = 2000
@@ -75,9 +118,13 @@ final class WakeListener {
     private(set) var detector: WakeDetector?
     private(set) var missing: [MissingWakeModel] = []
     private(set) var loadError: String?
-    /// Normalised trigger → session key (routes whose target is a session key; others use the current session).
+    /// Normalised trigger → session key (`{sessionKey}` targets as they are, `{agentId}` as that
+    /// agent's main session; `{mode:"current"}` routes use the current session).
     private(set) var routing: [String: String] = [:]
     var lookback: PreRollBuffer
+    /// Decoded once: what plays on detection (nil: no chime), and why a chime file was not used.
+    let chimeSound: PCMBuffer?
+    let chimeProblem: String?
     var detections = 0
     var lastPhrase: String?
     var lastOutcome: String?
@@ -86,6 +133,7 @@ final class WakeListener {
         self.config = config
         catalog = WakeModelCatalog(directory: config.modelsDirectory)
         lookback = PreRollBuffer(milliseconds: config.lookbackMs)
+        (chimeSound, chimeProblem) = config.chime.sound()
         setTriggers(triggers)
     }
 
@@ -115,9 +163,13 @@ final class WakeListener {
         let config = payload?["config"] ?? payload
         var map: [String: String] = [:]
         for route in config?["routes"]?.arrayValue ?? [] {
-            guard let trigger = route["trigger"]?.stringValue,
-                  let key = route["target"]?["sessionKey"]?.stringValue, !key.isEmpty else { continue }
-            map[Self.normalize(trigger)] = key
+            guard let trigger = route["trigger"]?.stringValue, let target = route["target"] else { continue }
+            if let key = target["sessionKey"]?.stringValue, !key.isEmpty {
+                map[Self.normalize(trigger)] = key
+            } else if let agent = target["agentId"]?.stringValue?.trimmingCharacters(in: .whitespaces), !agent.isEmpty {
+                // OpenClaw's session keys are agent:<agentId>:<key>; an agent's main session is "main".
+                map[Self.normalize(trigger)] = "agent:\(agent.lowercased()):main"
+            }
         }
         routing = map
     }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import GatewayProtocol
+import Audio
+import Talk
 @testable import NodeRuntime
 
 /// Parses `text` as a config and returns the error's one-line description (nil if it parsed).
@@ -92,7 +94,7 @@ private func json5Error(_ text: String) -> JSON5Error? {
         #expect(c.talk.outputFormat == "mp3_44100_128" && !c.talk.speakReplies)
         #expect(c.ptt == ClawConfig.PTT(device: "auto", key: "KEY_PHONE", mode: "toggle"))
         #expect(c.speech.voice == "en-gb" && c.speech.rateWpm == 200)
-        #expect(c.wake == ClawConfig.Wake(enabled: false, sensitivity: 0.7, chime: false, modelsDirectory: nil))
+        #expect(c.wake == ClawConfig.Wake(enabled: false, sensitivity: 0.7, chime: .off, modelsDirectory: nil))
         #expect(c.node.displayName == "kitchen")
         #expect(c.node.modelIdentifier == "RaspberryPi5")
         #expect(c.gateway.url == "wss://gw.example:443")
@@ -144,6 +146,34 @@ private func json5Error(_ text: String) -> JSON5Error? {
         #expect(configError("{ gateway: 5 }")?.contains("'gateway' must be an object") == true)
         #expect(configError("[1, 2]")?.contains("must be an object") == true)
         #expect(configError("{ log: { level: null } }")?.contains("'log.level' cannot be null") == true)
+    }
+
+    @Test func `wake chime is true, false, or a sound file read beside the config`() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-chime-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tone = PCMBuffer(format: .voice, samples: (0..<1600).map { Int16(8000 * sin(Double($0) * 0.3)) })
+        _ = FileManager.default.createFile(atPath: dir + "/ding.wav", contents: Data(WAVFile.encode(tone)))
+        _ = FileManager.default.createFile(atPath: dir + "/junk.wav", contents: Data("not a sound".utf8))
+        let long = PCMBuffer(format: .voice, samples: [Int16](repeating: 100, count: 16_000 * 4))
+        _ = FileManager.default.createFile(atPath: dir + "/long.wav", contents: Data(WAVFile.encode(long)))
+        let file = dir + "/clawvoice.json5"
+
+        #expect(try ClawConfig.parse("{ wake: { chime: true } }", file: file).wake.chime == .generated)
+        #expect(try ClawConfig.parse("{ wake: { chime: false } }", file: file).wake.chime == .off)
+        let c = try ClawConfig.parse("{ wake: { chime: \"ding.wav\" } }", file: file)
+        #expect(c.wake.chime == .file(dir + "/ding.wav"))
+        let sound = c.wake.chime.sound()
+        #expect(sound.problem == nil && sound.pcm?.samples.count == 1600)
+        #expect(configError("{ wake: { chime: \"missing.wav\" } }", file: file)?.contains("'wake.chime': wake chime \(dir)/missing.wav: no such file") == true)
+        #expect(configError("{ wake: { chime: \"junk.wav\" } }", file: file)?.contains("'wake.chime': wake chime \(dir)/junk.wav:") == true)
+        #expect(configError("{ wake: { chime: \"long.wav\" } }", file: file)?.contains("a chime must be 3 s or shorter") == true)
+        #expect(configError("{ wake: { chime: 3 } }", file: file)?.contains("'wake.chime' must be true, false or a file path") == true)
+        // Deleted after the config was read: the generated chime plays, with one line saying why.
+        try FileManager.default.removeItem(atPath: dir + "/ding.wav")
+        let later = c.wake.chime.sound()
+        #expect(later.pcm == WakeChime.generated.sound().pcm)
+        #expect(later.problem?.contains("no such file or not readable; playing the generated chime instead") == true)
     }
 
     @Test func `a bad TLS fingerprint is refused`() {

@@ -81,6 +81,86 @@ extension TalkAudio {
         #expect(await rig.talk.wakeStatus?.json["state"]?.stringValue == "listening")
     }
 
+    /// `text` spoken by espeak-ng with `lead` seconds of silence before and `tail` after.
+    static func spoken(_ text: String, lead: Double = 1, tail: Double) throws -> PCMBuffer {
+        let words = try Signal.speech(text)
+        return PCMBuffer(format: .voice, samples: [Int16](repeating: 0, count: Int(16_000 * lead)) + words.samples
+                         + [Int16](repeating: 0, count: Int(16_000 * tail)))
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `only the trigger: the capture ends after 5 s of silence and nothing is sent`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
+        await rig.gateway.supplyTranscript("openclaw")
+
+        // 9 s of silence after the word: more than the 5 s rule, less than the 30 s cap.
+        _ = try await rig.micPlayer.play(try Self.spoken("openclaw", tail: 9))
+        let ended = try await Self.waitFor(10) { await rig.talk.wakeStatus?.lastOutcome == "empty" }
+        let outcome = await rig.talk.wakeStatus?.lastOutcome
+        #expect(ended, "outcome \(String(describing: outcome)); log: \(rig.log.all.withLock { $0.suffix(15) })")
+        #expect(await rig.talk.wakeStatus?.detections == 1)
+        #expect(await rig.gateway.requests(method: "chat.send").isEmpty, "a bare trigger is no command")
+        // Counted in frames, not wall time: lookback (≤ 1.5 s, the word in it) + 5 s of silence.
+        let record = try #require(await rig.gateway.relayRecords().last)
+        let seconds = Double(try Signal.to16k(try #require(record.decoded)).count) / 16_000
+        #expect(seconds > 5 && seconds < 7.5, "the wake capture held \(seconds) s")
+        #expect(rig.log.contains("nothing after the trigger"))
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `a routed trigger goes to its session, and no wake follows within the debounce`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        var config = Self.wakeConfig()
+        config.debounceMs = 60_000  // long enough that the second sentence falls inside it
+        await rig.talk.enableWake(config, triggers: ["openclaw"])
+        await rig.gateway.setWakeRoutes([["trigger": "OpenClaw!", "target": ["sessionKey": "agent:main:kitchen"]]])
+        #expect(try await Self.waitFor(5) { await rig.talk.wakeStatus?.routing == ["openclaw": "agent:main:kitchen"] })
+
+        await rig.gateway.supplyTranscript("openclaw turn on the kitchen lights")
+        _ = try await rig.micPlayer.play(try Self.spoken("openclaw, turn on the kitchen lights", tail: 3))
+        #expect(try await Self.waitFor(20) { await !rig.gateway.requests(method: "chat.send").isEmpty },
+                "no chat.send; log: \(rig.log.all.withLock { $0.suffix(15) })")
+        let send = try #require(await rig.gateway.requests(method: "chat.send").first)
+        #expect(send.params?["sessionKey"]?.stringValue == "agent:main:kitchen")
+        #expect(send.params?["message"]?.stringValue == "turn on the kitchen lights")
+        let create = try #require(await rig.gateway.requests(method: "talk.session.create").last)
+        #expect(create.params?["sessionKey"]?.stringValue == "agent:main:kitchen", "the relay session is the routed one too")
+        // The current session is untouched by a routed wake.
+        #expect(await rig.talk.sessionKey != "agent:main:kitchen")
+
+        await rig.gateway.supplyTranscript("openclaw turn them off again")
+        _ = try await rig.micPlayer.play(try Self.spoken("openclaw, turn them off again", tail: 3))
+        try await Task.sleep(for: .seconds(2))
+        #expect(await rig.gateway.requests(method: "chat.send").count == 1)
+        #expect(await rig.talk.wakeStatus?.detections == 1, "the detector does not run inside the debounce")
+        #expect(await rig.talk.activeCaptureId == nil)
+    }
+
+    @Test(.enabled(if: haveModel, skipReason))
+    func `push-to-talk pauses the detector: a trigger said while holding the button is just words`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
+        await rig.gateway.supplyTranscript("tell openclaw I said hi")
+
+        let id = try await rig.talk.start()
+        _ = try await rig.micPlayer.play(try Self.spoken("tell openclaw I said hi", lead: 0.3, tail: 0.5))
+        let result = await rig.talk.stop()
+        #expect(result.captureId == id)
+        #expect(try await Self.waitFor(10) { await !rig.gateway.requests(method: "chat.send").isEmpty })
+        // Push-to-talk sends the words as said: no trigger stripping, no wake.
+        #expect(await rig.gateway.requests(method: "chat.send").last?.params?["message"]?.stringValue == "tell openclaw I said hi")
+        #expect(await rig.talk.wakeStatus?.detections == 0)
+        try await Task.sleep(for: .seconds(1))
+        #expect(await rig.talk.activeCaptureId == nil, "no wake capture opened after the push-to-talk turn")
+    }
+
     @Test(.enabled(if: haveModel, skipReason))
     func `the node's own chime and speech never wake it`() async throws {
         // The microphone is the speaker's monitor: everything the node plays reaches it.
@@ -117,11 +197,11 @@ extension TalkAudio {
         let w = WakeListener(config: WakeConfig(modelsDirectory: "/nonexistent"), triggers: ["Robot Wake"])
         w.setRouting(["config": ["version": 1, "defaultTarget": ["mode": "current"], "routes": [
             ["trigger": "Robot  Wake!", "target": ["sessionKey": "agent:main:robot"]],
-            ["trigger": "computer", "target": ["agentId": "ops"]],
+            ["trigger": "computer", "target": ["agentId": "Ops"]],
             ["trigger": "claude", "target": ["mode": "current"]],
         ]]])
         #expect(w.session(for: "robot wake") == "agent:main:robot")
-        #expect(w.session(for: "computer") == nil)
+        #expect(w.session(for: "computer") == "agent:ops:main", "an agent's main session")
         #expect(w.session(for: "claude") == nil)
         #expect(w.status.listening.isEmpty)
         #expect(w.status.missing.map(\.command) == ["make wake-model TRIGGER=\"Robot Wake\""])
