@@ -1,6 +1,7 @@
 // `clawvoice demo`: the whole loop on this machine against the built-in loopback gateway:
 // pair, say something into a virtual microphone, let the gateway invoke talk.ptt.once,
-// stream the capture to the relay, and speak the echoed answer.
+// stream the capture to the relay, and speak the echoed answer; then a streamed reply, a
+// forced fallback, a wake word said into the microphone, and a session switch.
 
 import Audio
 import Foundation
@@ -134,7 +135,30 @@ public enum Demo {
         say("← forced fallback: spoken via \(fallback.engine) because \(fallback.fallbackReason ?? "?")")
         await gateway.setAudioFault(.none)
 
-        // 4. A session switch cuts a reply short.
+        // 4. A wake word: said into the microphone inside a sentence, no button, no invoke.
+        if let status = await node.talk.wakeStatus, status.listening.contains("openclaw") {
+            let sentence = "hey, openclaw, what is the weather like"
+            await gateway.supplyTranscript("hey openclaw what is the weather like")
+            let sendsBefore = await gateway.requests(method: "chat.send").count
+            say("→ saying \"\(sentence)\" into the microphone (wake words: \(status.listening.joined(separator: ", ")))")
+            let words = try SpeechSynthesizer.synthesize(sentence, settings: VoiceSettings())
+            _ = try await mic.play(PCMBuffer(format: words.format, samples: words.samples
+                                             + [Int16](repeating: 0, count: words.format.sampleRateHz * words.format.channels * 3)))
+            let deadline = ContinuousClock.now + .seconds(20)
+            while await gateway.requests(method: "chat.send").count == sendsBefore && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let after = await node.talk.wakeStatus
+            if let sent = await gateway.requests(method: "chat.send").dropFirst(sendsBefore).first {
+                say("← wake word \"\(after?.lastPhrase ?? "?")\" heard; chat.send → \"\(sent.params?["message"]?.stringValue ?? "")\" (trigger words stripped)")
+            } else {
+                say("  the wake word was not heard this time (detections: \(after?.detections ?? 0), last: \(after?.lastOutcome ?? "none"))")
+            }
+        } else {
+            say("  (wake words skipped: no trained models; `make wake-model TRIGGER=openclaw` trains one)")
+        }
+
+        // 5. A session switch cuts a reply short.
         let long = Task { await node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local) }
         try await Task.sleep(for: .milliseconds(1200))
         let switchedAt = ContinuousClock.now

@@ -356,6 +356,10 @@ private func requestIds(in text: String) -> [String] {
         #expect(o.stdout.contains("Paired: node and operator connected"), "\(o)")
         #expect(o.stdout.contains("\"status\":\"queued\""), "\(o)")
         #expect(o.stdout.contains("← reply spoken via gateway"), "\(o)")
+        // The wake step: through the daemon's own microphone loop, into a delivered turn.
+        if FileManager.default.fileExists(atPath: repositoryRoot().appendingPathComponent("models/openclaw.json").path) {
+            #expect(o.stdout.contains("← wake word \"openclaw\" heard; chat.send → \"what is the weather like\""), "\(o)")
+        }
         let data = try #require(FileManager.default.contents(atPath: wav))
         #expect(data.count > 44 + 16_000, "the speaker recording holds the spoken reply")
     }
