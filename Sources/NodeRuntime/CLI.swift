@@ -432,8 +432,32 @@ public enum CLI {
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
+        if let capture = r["capture"]?.stringValue { lines.append("  mic       \(capture)\(r["ptt"]?.stringValue.map { $0 == "idle" ? "" : ", \($0)" } ?? "")") }
+        if let button = r["button"]?.stringValue, button != "off" { lines.append("  button    \(button)") }
+        lines += formatWake(r["wake"])
         if let n = r["outbox"]?.intValue, n > 0 { lines.append("  outbox    \(n) turn\(n == 1 ? "" : "s") waiting (`clawvoice outbox list`)") }
         return lines.joined(separator: "\n")
+    }
+
+    /// The wake lines of `status`: what is listened for, the last wake, and each trigger that
+    /// has no model with the command that trains it.
+    static func formatWake(_ w: JSONValue?) -> [String] {
+        guard let w, w.objectValue != nil else { return ["  wake      off"] }
+        let listening = (w["listening"]?.arrayValue ?? []).compactMap(\.stringValue)
+        var line = "  wake      " + (listening.isEmpty ? "no models for the gateway's triggers" : "listening for \(listening.joined(separator: ", "))")
+        if w["enabled"]?.boolValue == false { line = "  wake      off (wake.enabled is false)" }
+        if let n = w["detections"]?.intValue, n > 0 {
+            line += "; \(n) wake\(n == 1 ? "" : "s"), last \"\(w["lastPhrase"]?.stringValue ?? "?")\" → \(w["lastOutcome"]?.stringValue ?? "?")"
+        }
+        var lines = [line]
+        for (trigger, session) in (w["routing"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+            lines.append("            \"\(trigger)\" goes to \(session.stringValue ?? "?")")
+        }
+        for m in w["missing"]?.arrayValue ?? [] {
+            lines.append("            \"\(m["phrase"]?.stringValue ?? "?")\" has no model → \(m["command"]?.stringValue ?? "")")
+        }
+        if let e = w["error"]?.stringValue { lines.append("            models: \(e)") }
+        return lines
     }
 
     static func gateways(_ p: Parsed, paths: RuntimePaths) throws -> Int32 {

@@ -3,6 +3,8 @@
 // errors for bad flags and a missing sound server.
 
 import Foundation
+import GatewayProtocol
+@testable import NodeRuntime
 import Testing
 
 /// A private pulseaudio for one test (tests/audio/pulse-server.sh in a scratch directory:
@@ -92,5 +94,21 @@ struct SoundServerProcess {
         let o = try await CLIEnvironment().run(args)
         #expect(o.status == 2, "\(o)")
         #expect(o.stderr.contains(message), "\(o)")
+    }
+
+    @Test func `status names each trigger without a model with the command that trains it`() {
+        let wake: JSONValue = ["enabled": true, "state": "listening", "triggers": ["openclaw", "hey robot"],
+                               "listening": ["openclaw"], "detections": 2, "lastPhrase": "openclaw", "lastOutcome": "queued",
+                               "routing": ["openclaw": "agent:main:kitchen"],
+                               "missing": [["phrase": "hey robot", "command": "make wake-model TRIGGER=\"hey robot\"",
+                                            "message": "no model"]]]
+        let text = CLI.formatStatus(["gateway": ["name": "home", "url": "wss://gw"], "capture": "running", "ptt": "idle",
+                                     "button": "off", "wake": wake])
+        #expect(text.contains("  mic       running\n"), "\(text)")
+        #expect(text.contains("  wake      listening for openclaw; 2 wakes, last \"openclaw\" → queued"), "\(text)")
+        #expect(text.contains("\"openclaw\" goes to agent:main:kitchen"), "\(text)")
+        #expect(text.contains("\"hey robot\" has no model → make wake-model TRIGGER=\"hey robot\""), "\(text)")
+        #expect(!text.contains("button"), "no button configured: no line")
+        #expect(CLI.formatStatus(["gateway": ["name": "home", "url": "wss://gw"], "wake": "off"]).contains("  wake      off"))
     }
 }
