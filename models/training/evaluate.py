@@ -8,7 +8,8 @@ The held-out set never overlaps training:
             espeak-ng variant); training used the other voices and variants
   text      docstring sentences from the 1-in-4 stdlib modules training never read (CRC split)
   rooms     augment.test_rir (sparse early reflections + tail), not the training room model
-  noise     fan, music, test-voice babble (training: white, pink, brown, training-voice babble)
+  noise     fan, music, test-voice babble (training: white, pink, brown, training-voice babble and,
+            from recipe v5, augment.train_music, a different music generator)
 
 Three kinds of audio, each one long 16 kHz WAV fed to the detector as a stream with all three
 models loaded together (as the node runs them):
@@ -289,7 +290,7 @@ def main():
 
     # Sweep: one common threshold replayed on the per-step scores (the detector's own rule).
     sweep_rows = []
-    for thr in [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98]:
+    for thr in [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995]:
         cells = []
         for t in present:
             d = sweep(results[f"positives-{t}"]["steps"], thr, only=t)
@@ -314,7 +315,8 @@ def main():
              "- rooms: sparse early reflections plus a decaying tail, RT60 0.2–0.9 s, on 60 % of segments "
              "(training used a different, Gaussian-tail model)",
              "- noise: fan (rumble with mains hum), music (random chords), babble of held-out voices; SNR 5–20 dB "
-             "for triggers, 5–25 dB for speech (training: white, pink, brown, training-voice babble)",
+             "for triggers, 5–25 dB for speech (training: white, pink, brown, training-voice babble and, from recipe v5, "
+             "music from its own generator, `augment.train_music`; never these generators)",
              f"- seed {args.seed}; {args.positives} trigger events per trigger; "
              f"{meta['negatives']['seconds'] / 3600:.2f} h of non-trigger speech; {len(near)} near-miss utterances", "",
              "A trigger event counts as detected when a wake for that phrase lands between 0.5 s before and 1 s after",
@@ -323,7 +325,7 @@ def main():
              "| trigger | threshold | events | missed | wrong phrase | wakes outside events |",
              "|---|---|---|---|---|---|"]
     for t, n, h, w, s in rows:
-        lines.append(f"| {t} | {thresholds[t]:.2f} | {n} | {(n - h) / n * 100:.1f} % ({n - h}) | {w} | {s} |")
+        lines.append(f"| {t} | {thresholds[t]:g} | {n} | {(n - h) / n * 100:.1f} % ({n - h}) | {w} | {s} |")
     by_phrase = {t: sum(1 for d in neg if d["phrase"] == t) for t in TRIGGERS}
     lines += ["", f"False wakes on {neg_hours:.2f} h of non-trigger speech: **{len(neg)} ({len(neg) / neg_hours:.2f} per hour)**"
               f" — by phrase: " + ", ".join(f"{t} {by_phrase[t]}" for t in TRIGGERS) + ".", "",
@@ -340,7 +342,7 @@ def main():
               "| threshold | " + " | ".join(present) + " |",
               "|---|" + "---|" * len(present)]
     for thr, cells in sweep_rows:
-        lines.append(f"| {thr:.2f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {thr:g} | " + " | ".join(cells) + " |")
     lines += ["", "## CPU", "",
               f"`clawvoice wake detect` over the {meta['negatives']['seconds'] / 3600:.2f} h of speech, all three models, "
               f"whole process (WAV read included): {cpu_s:.2f} s of CPU, **{cpu_fraction * 100:.3f} % of one core**."]

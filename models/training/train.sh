@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Trains one wake model: models/training/train.sh "hey claw"   (WAKE_EPOCHS=40 WAKE_CHANNELS=64 to change the defaults)
+# Trains one wake model: models/training/train.sh "hey claw"   (WAKE_EPOCHS=50 WAKE_CHANNELS=64 to change the defaults)
 # (what `make wake-model TRIGGER="hey claw"` runs). Creates models/training/.venv from
 # requirements.txt on first use, then synthesises data with espeak-ng, trains on ONE core and
 # writes models/<stem>.json + models/<stem>.bin and Tests/WakeWordTests/Fixtures/golden-<stem>.json.
-# About 10-12 minutes per trigger on one core of a 2-core machine; progress and ETA per epoch.
+# About 14-15 minutes per trigger on one core of a 2-core machine (12.5 with the data cached); progress and ETA per epoch.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 trigger="${1:-${TRIGGER:-}}"
