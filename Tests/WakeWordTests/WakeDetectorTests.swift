@@ -89,20 +89,22 @@ import Testing
         let (audio, _) = try Self.compose([
             ("The weather is mild today, and we walked to the market before lunch.", false),
             ("Could you open the window? The kitchen is warm.", false),
+            ("Later in the evening the neighbours came over for tea and talked about the garden.", false),
         ])
         let found = try Self.detector().process(audio)
         #expect(found.isEmpty, "\(found)")
     }
 
     /// Near misses are a measured rate (models/EVALUATION.md), not a promise: the shipped openclaw
-    /// model (recipe v2) still wakes on "like a claw" in this sentence. Recorded as a known issue,
-    /// so the suite stays honest and says so the day a model stops doing it.
-    @Test func `a sentence of near-miss words wakes nothing (known issue with the openclaw v2 model)`() throws {
+    /// model (recipe v4) may still wake on "like a claw" in this sentence (it wakes on 8 % of the
+    /// held-out near-miss utterances). Recorded as a known issue, so the suite stays honest and
+    /// says so the day a model stops doing it.
+    @Test func `a sentence of near-miss words wakes nothing (known issue of the shipped openclaw model)`() throws {
         let (audio, _) = try Self.compose([
-            ("Later in the evening the neighbours came over for tea and talked about the garden.", false),
+            ("The cloud over the hills looked like a claw, and the commuter train was late.", false),
         ])
         let found = try Self.detector().process(audio)
-        withKnownIssue("openclaw v2 false-wakes on 'looked like a claw'", isIntermittent: true) {
+        withKnownIssue("openclaw may false-wake on 'looked like a claw'", isIntermittent: true) {
             #expect(found.isEmpty, "\(found)")
         }
     }
