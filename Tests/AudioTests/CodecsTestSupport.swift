@@ -121,20 +121,8 @@ enum CodecFixtures {
         return count
     }
 
-    /// A seeded generator, so random-input tests reproduce; the seed is in the test name.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
-        var rng = SplitMix64(state: seed)
+        var rng = SplitMix64(seed: seed)  // the seed is in the test name
         return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
     }
 

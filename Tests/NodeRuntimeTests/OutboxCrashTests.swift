@@ -3,6 +3,7 @@
 // At the end every turn must be in the gateway's chat history exactly once, in queue order.
 // `CLAWVOICE_SOAK_ROUNDS=N` runs the longer soak variant; `CLAWVOICE_SOAK_SEED=S` replays a run.
 
+import Audio
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -14,16 +15,7 @@ import Testing
 import Glibc
 #endif
 
-/// SplitMix64: small, seedable, the same sequence on every machine.
-private struct SeededRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SplitMix64 {
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
 }
 
@@ -44,7 +36,7 @@ private struct CrashRun {
 private func crashRun(rounds: Int, turnsPerRound: ClosedRange<Int> = 1...3) async throws {
     let seed = ProcessInfo.processInfo.environment["CLAWVOICE_SOAK_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1..<UInt64.max)
     print("outbox kill -9 test: \(rounds) rounds, seed \(seed) (replay with CLAWVOICE_SOAK_SEED=\(seed))")
-    var rng = SeededRandom(state: seed)
+    var rng = SplitMix64(seed: seed)
     var run = CrashRun(seed: seed)
 
     var gc = LoopbackGateway.Configuration()

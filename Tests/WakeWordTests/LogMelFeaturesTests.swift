@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Audio
 @testable import WakeWord
 
 @Suite struct LogMelFeaturesTests {
