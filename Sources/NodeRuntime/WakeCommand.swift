@@ -3,6 +3,7 @@
 
 import Audio
 import Foundation
+import GatewayProtocol
 import WakeWord
 
 public enum WakeCommand {
@@ -57,12 +58,12 @@ public enum WakeCommand {
                 detector.process(UnsafeBufferPointer(rebasing: buf[offset..<end]), onScores: onScores)
             }
             for d in found {
-                say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+                say(detectionLine(d))
             }
             offset = end
         }
         for d in detector.finish() {
-            say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+            say(detectionLine(d))
         }
         return 0
     }
@@ -110,7 +111,7 @@ public enum WakeCommand {
                 for i in 0..<peak.count { peak[i] = max(peak[i], step.scores[i]) }
             }
             for d in found {
-                say("{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}")
+                say(detectionLine(d))
             }
             let now = detector.positionMilliseconds
             if now - lastLine >= intervalMilliseconds {
@@ -139,19 +140,11 @@ public enum WakeCommand {
         }
     }
 
-    static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
+    /// A string as JSON, quotes and escapes included.
+    static func jsonString(_ s: String) -> String { JSONValue.string(s).description }
+
+    /// The line printed for each wake: `{"phrase":…,"ms":…,"score":…}`, keys in that order.
+    static func detectionLine(_ d: WakeDetection) -> String {
+        "{\"phrase\":\(jsonString(d.phrase)),\"ms\":\(d.ms),\"score\":\(String(format: "%.4f", d.score))}"
     }
 }

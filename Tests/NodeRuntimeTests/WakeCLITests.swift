@@ -5,6 +5,7 @@
 import Foundation
 import GatewayProtocol
 @testable import NodeRuntime
+import WakeWord
 import Testing
 
 /// A private pulseaudio for one test (tests/audio/pulse-server.sh in a scratch directory:
@@ -110,5 +111,12 @@ struct SoundServerProcess {
         #expect(text.contains("\"hey robot\" has no model → make wake-model TRIGGER=\"hey robot\""), "\(text)")
         #expect(!text.contains("button"), "no button configured: no line")
         #expect(CLI.formatStatus(["gateway": ["name": "home", "url": "wss://gw"], "wake": "off"]).contains("  wake      off"))
+    }
+
+    @Test func `a detection line is JSON even for a phrase with quotes`() throws {
+        let line = WakeCommand.detectionLine(WakeDetection(phrase: "say \"hi\"\nnow", ms: 1234, score: 0.97))
+        #expect(line.hasPrefix("{\"phrase\":"))
+        let j = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(j["phrase"] as? String == "say \"hi\"\nnow" && j["ms"] as? Int == 1234)
     }
 }
