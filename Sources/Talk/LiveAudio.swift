@@ -57,13 +57,11 @@ public final class LiveAudio: Sendable {
                 let capture = PulseCapture(connection: connection, source: source)
                 capture.onStatusChange = { [state, log] status in
                     state.withLock { $0.status = status.description }
-                    Task {
-                        switch status {
-                        case .running: await controller.setMicrophone(.live)
-                        case .waitingForServer: await controller.setMicrophone(.unavailable("the sound server is not running"))
-                        case .failed(let why): await controller.setMicrophone(.unavailable(why))
-                        default: break
-                        }
+                    switch status {
+                    case .running: controller.setMicrophone(.live)
+                    case .waitingForServer: controller.setMicrophone(.unavailable("the sound server is not running"))
+                    case .failed(let why): controller.setMicrophone(.unavailable(why))
+                    default: break
                     }
                     if case .waitingForServer = status { log.log(.warning, "audio", "sound server gone; capture resumes when it is back") }
                 }
@@ -71,15 +69,15 @@ public final class LiveAudio: Sendable {
                 do {
                     try await capture.start()
                     announcedFailure = false
-                    await controller.setMicrophone(.live)
+                    controller.setMicrophone(.live)
                     log.log(.info, "audio", "capturing from \(source ?? "the default source")")
                     for await frame in capture.frames {
-                        await controller.micFrame(frame.pcm)
+                        controller.micFrame(frame.pcm)
                     }
                     if Task.isCancelled { break }
                 } catch {
                     state.withLock { $0.status = "unavailable: \(error)" }
-                    await controller.setMicrophone(.unavailable("\(error)"))
+                    controller.setMicrophone(.unavailable("\(error)"))
                     if !announcedFailure {
                         log.log(.warning, "audio", "microphone unavailable: \(error); retrying every 2 s")
                         announcedFailure = true

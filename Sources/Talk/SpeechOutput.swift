@@ -112,6 +112,14 @@ public actor SpeechOutput {
         return ContinuousClock.now - last < .milliseconds(tailMs)
     }
 
+    /// The speaker for the talk machine: playing now, and how long since it last stopped.
+    public func speakerState() -> SpeakerState {
+        guard let last = lastAudibleAt else { return SpeakerState(playing: playing > 0, msSinceStopped: nil) }
+        let d = ContinuousClock.now - last
+        return SpeakerState(playing: playing > 0,
+                            msSinceStopped: d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
+    }
+
     private func release() {
         active -= 1
         if active == 0 { let waiters = idleWaiters; idleWaiters = []; waiters.forEach { $0.resume() } }

@@ -1,7 +1,9 @@
-// The talk turn for push-to-talk: a PTT command opens a capture on the live microphone
-// frames (with pre-roll), streams it to the transcription relay, keeps an Ogg Opus voice
-// note, and on stop turns it into `{captureId, transcript?, status}`; a queued turn goes to
-// chat.send and its reply is spoken. TalkController carries out what PTTMachine decides.
+// The talk turn's executor: one loop over one inbox. Every command, microphone frame, gateway
+// event and executor result is an item in the inbox; the loop feeds each to TalkMachine and
+// carries out the actions it returns, one item at a time. Work that takes long (closing the
+// relay, encoding the voice note, the outbox write, a reply's speech) runs as a child task of
+// the loop and posts its result back into the same inbox, so nothing races the machine and
+// nothing re-enters it while it is suspended. The public methods only post and wait.
 
 import Audio
 import Foundation
@@ -35,305 +37,405 @@ public struct TalkConfig: Sendable, Equatable {
     public var bargeInLevelDbfs = -35.0
     /// Loudspeaker mode mutes the microphone while speaking and for this long after.
     public var speakerTailMs = 300
+    /// A command arriving while the microphone or the operator session is still starting waits this long.
+    public var partsWaitMs: Int64 = 3_000
     public init() {}
 }
 
-/// What the microphone looks like right now, for refusing a start with a reason.
-public enum MicrophoneState: Sendable, Equatable {
-    case live
-    case unavailable(String)
+/// The talk turn as `status` and tests see it.
+public enum TalkPhase: Sendable, Equatable {
+    case idle
+    case capturing(String)
+    case ending(String)
 }
 
 public actor TalkController {
-    private var machine = PTTMachine()
-    private let channel: any OperatorChannel
-    private let speech: SpeechOutput
-    private let log: LogSink
-    private var config: TalkConfig
-    private var microphone: MicrophoneState = .unavailable("the microphone has not started yet")
-    private var preRoll: PreRollBuffer
-
-    private struct Capture {
-        var id: String
-        var once: Bool
-        var pcm: [Int16] = []
-        var uplink: RelayUplink?
-        var endpointer: Endpointer
-        var startedAt: ContinuousClock.Instant
-        var firstFrameAt: ContinuousClock.Instant?
-        var sessionKey: String?
-        /// Set for a capture started by a wake word.
-        var wake: WakeCapture?
-    }
-    private struct WakeCapture {
-        var phrase: String
-        var triggers: [String]
-        var triggerOnlyMs: Int
-        var minCommandCharacters: Int
-    }
-    private var capture: Capture?
-    /// The wake-word listener (nil: wake is off).
-    private var wake: WakeListener?
-    /// The gateway's trigger list as last heard (voicewake.get / voicewake.changed).
-    private var knownTriggers: [String]?
-    private var knownRouting: JSONValue?
-    /// Frames since a detection, until its capture opens with them.
-    private var wakePending: [PCMBuffer]?
-    private var lastWakeSendAt: ContinuousClock.Instant?
-    private var endWaiters: [String: [CheckedContinuation<PTTResult, Never>]] = [:]
-    private var replies: [String: ReplyStream] = [:]
-    /// The reply being spoken (or last spoken), for tests, the bench and barge-in.
-    public private(set) var lastReply: ReplyStream?
-    /// Bumped by cancel and session switches: late results of an older generation are dropped.
-    private var generation = 0
-    public private(set) var lastVoiceNote: [UInt8]?
-    public private(set) var lastTiming: CaptureTiming?
-    public private(set) var lastSpeech: SpeechReport?
-    /// The chat session turns go to right now.
-    public private(set) var sessionKey: String?
-    /// "Assistant speech interrupted at X.Xs." for the next prompt, after a barge-in.
-    public private(set) var pendingInterruption: String?
-    private var bargeVoiceMs = 0
-    private var lastMainSessionKey: String?
-    private var wasConnected = false
-    /// Frames the loudspeaker gate kept from the microphone (for status and tests).
-    public private(set) var gatedFrames = 0
-    public private(set) var bargeIns = 0
-
     /// Latency marks of the last capture, for the bench.
     public struct CaptureTiming: Sendable {
         public var startToFirstFrame: Duration?
         public var stopToLastUplinkCall: Duration?
     }
 
-    /// The durable outbox turns go through; nil sends directly (tools and tests without a store).
-    private let outbox: OutboxSender?
+    /// What the loop publishes after every item: status reads it without waiting for the loop.
+    struct Snapshot: Sendable {
+        var phase = TalkPhase.idle
+        var sessionKey: String?
+        var pendingInterruption: String?
+        var gatedFrames = 0
+        var bargeIns = 0
+        var silenceTimeoutMs = 900
+        var wake: WakeStatus?
+        var lastVoiceNote: [UInt8]?
+        var lastTiming: CaptureTiming?
+        var lastSpeech: SpeechReport?
+        var lastReply: ReplyStream?
+    }
 
-    public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink, outbox: OutboxSender? = nil) {
-        self.outbox = outbox
+    enum Item: Sendable {
+        case input(TalkMachine.Input)
+        case command(TalkMachine.Command, CheckedContinuation<TalkMachine.Answer, Never>)
+        case frame(PCMBuffer)
+        case event(EventFrame)
+        /// Runs on the loop, between two items.
+        case call(@Sendable (TalkController) async -> Void)
+        case captureDone(id: String, TalkMachine.Finished, note: [UInt8]?, timing: CaptureTiming)
+        case replySpoken(SpeechReport)
+        case timerFired
+    }
+
+    private let channel: any OperatorChannel
+    private let speech: SpeechOutput
+    private let log: LogSink
+    private let outbox: OutboxSender?
+    private let onSessionChange: (@Sendable (String) -> Void)?
+    private let inbox: AsyncStream<Item>
+    private let post: AsyncStream<Item>.Continuation
+    private let published: Mutex<Snapshot>
+    private let origin = ContinuousClock.now
+
+    // Loop state: touched only by the loop (run) and what it calls.
+    private var machine: TalkMachine
+    private var config: TalkConfig
+    private var preRoll: PreRollBuffer
+    private var wake: WakeListener?
+    private var knownTriggers: [String]?
+    private var knownRouting: JSONValue?
+    private struct CaptureIO {
+        var uplink: RelayUplink
+        var pcm: [Int16] = []
+        var startedAt = ContinuousClock.now
+        var firstFrameAt: ContinuousClock.Instant?
+        var stoppedAt: ContinuousClock.Instant?
+    }
+    private var captures: [String: CaptureIO] = [:]
+    /// Voice notes of finished captures, until their turn is delivered (bytes, milliseconds).
+    private var notes: [String: ([UInt8], Double)] = [:]
+    private var streams: [String: ReplyStream] = [:]
+    private var answers: [Int: CheckedContinuation<TalkMachine.Answer, Never>] = [:]
+    private var nextToken = 0
+    private var armedAtMs: Int64?
+    private var currentChat: ChatEvent?
+    private var jobs: [@Sendable () async -> Void] = []
+
+    public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
+                outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil) {
         self.channel = channel
         self.speech = speech
         self.config = config
         self.log = log
+        self.outbox = outbox
+        self.onSessionChange = onSessionChange
         self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
-        self.sessionKey = config.sessionKey
+        self.machine = TalkMachine(settings: Self.settings(config, wake: nil), chosenSession: config.sessionKey)
+        (inbox, post) = AsyncStream.makeStream(of: Item.self)
+        var s = Snapshot()
+        s.sessionKey = config.sessionKey
+        s.silenceTimeoutMs = config.silenceTimeoutMs
+        published = Mutex(s)
     }
 
-    public func update(config: TalkConfig) {
-        self.config = config
-        preRoll = PreRollBuffer(milliseconds: config.preRollMs)
-    }
-
-    /// Reads `talk.config` from the gateway: its `silenceTimeoutMs` wins over the local default.
-    /// Gateways without the method (or without the key) leave the config as it is.
-    public func syncGatewayConfig() async {
-        guard let result = try? await channel.request("talk.config", params: [:], timeoutMs: 10_000) else { return }
-        let talk = result["config"]?["talk"]
-        if let ms = talk?["silenceTimeoutMs"]?.intValue, ms >= 200, ms <= 10_000, Int(ms) != config.silenceTimeoutMs {
-            config.silenceTimeoutMs = Int(ms)
-            log.log(.info, "talk", "silence timeout from the gateway: \(ms) ms")
+    static func settings(_ c: TalkConfig, wake: WakeConfig?) -> TalkMachine.Settings {
+        var s = TalkMachine.Settings()
+        s.silenceTimeoutMs = c.silenceTimeoutMs
+        s.onceMaxMs = c.onceMaxMs
+        s.captureMaxMs = c.captureMaxMs
+        s.headset = c.headset
+        s.interruptOnSpeech = c.interruptOnSpeech
+        s.bargeInMs = c.bargeInMs
+        s.bargeInLevelDbfs = c.bargeInLevelDbfs
+        s.speakerTailMs = c.speakerTailMs
+        s.speakReplies = c.speakReplies
+        s.replyTimeoutMs = c.replyTimeoutMs
+        s.partsWaitMs = c.partsWaitMs
+        if let w = wake {
+            s.wakeEnabled = w.enabled
+            s.wakeSilenceAfterSpeechMs = w.silenceAfterSpeechMs
+            s.wakeTriggerOnlyMs = w.silenceAfterTriggerOnlyMs
+            s.wakeMaxCaptureMs = w.maxCaptureMs
+            s.wakeDebounceMs = Int64(w.debounceMs)
+            s.wakeMinCommandCharacters = w.minCommandCharacters
         }
+        return s
     }
 
-    public var silenceTimeoutMs: Int { config.silenceTimeoutMs }
+    // MARK: the loop
 
-    public func setMicrophone(_ state: MicrophoneState) {
-        microphone = state
-        if case .unavailable(let why) = state, let c = capture {
-            log.log(.warning, "talk", "microphone lost during capture \(c.id): \(why)")
-        }
-    }
-
-    public var activeCaptureId: String? { machine.activeCaptureId }
-    public var phase: PTTMachine.Phase { machine.phase }
-
-    // MARK: commands
-
-    public func start() async throws(PTTError) -> String {
-        let fresh = UUID().uuidString
-        switch machine.start(freshId: fresh) {
-        case .alreadyActive(let id): return id
-        case .alreadyStarting: throw .alreadyStarting
-        case .begin(let id):
-            try await open(id, once: false)
-            return id
-        }
-    }
-
-    public func stop() async -> PTTResult {
-        let fresh = UUID().uuidString
-        switch machine.stop(freshId: fresh) {
-        case .idle(let id): return PTTResult(captureId: id, status: .idle)
-        case .join(let id): return await waitEnd(id)
-        case .end(let id):
-            Task { await self.end(id) }
-            return await waitEnd(id)
-        }
-    }
-
-    public func cancel() async -> PTTResult {
-        let fresh = UUID().uuidString
-        switch machine.cancel(freshId: fresh) {
-        case .idle(let id): return PTTResult(captureId: id, status: .idle)
-        case .discard(let id):
-            await discard(id)
-            return PTTResult(captureId: id, status: .cancelled)
-        }
-    }
-
-    public func once() async throws(PTTError) -> PTTResult {
-        let fresh = UUID().uuidString
-        switch machine.once(freshId: fresh) {
-        case .busy(let id): return PTTResult(captureId: id, status: .busy)
-        case .begin(let id):
-            try await open(id, once: true)
-            return await waitEnd(id)
-        }
-    }
-
-    public func setHeadset(_ headset: Bool) { config.headset = headset }
-
-    /// `clawvoice session use KEY`: talk to another chat session from now on.
-    public func switchSession(to key: String) async {
-        await interrupt(reason: "session switched to \(key)")
-        sessionKey = key
-    }
-
-    /// The operator session's state changed: losing it, or the gateway naming a different main
-    /// session (when none was chosen here), is a session switch.
-    public func operatorChanged(connected: Bool, mainSessionKey: String?) async {
-        defer { wasConnected = connected }
-        if wasConnected && !connected {
-            await interrupt(reason: "connection to the gateway lost")
-            return
-        }
-        if connected, let key = mainSessionKey {
-            if let previous = lastMainSessionKey, previous != key, config.sessionKey == nil {
-                await interrupt(reason: "the gateway's main session changed to \(key)")
+    /// Runs the inbox until the task is cancelled; executor jobs are its child tasks.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            for await item in inbox {
+                await process(item)
+                for job in takeJobs() { group.addTask(operation: job) }
             }
-            lastMainSessionKey = key
+            group.cancelAll()
         }
     }
 
-    /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
-    public func interrupt(reason: String) async {
-        generation += 1
-        if let id = machine.activeCaptureId {
-            _ = machine.cancel(freshId: id)
-            await discard(id)
-            log.log(.info, "talk", "capture \(id) cancelled: \(reason)")
-        }
-        for (_, r) in replies { await r.close() }
-        replies.removeAll()
-        await speech.stop()
+    private func takeJobs() -> [@Sendable () async -> Void] {
+        defer { jobs.removeAll() }
+        return jobs
     }
 
-    private func open(_ id: String, once: Bool, wakePhrase: String? = nil) async throws(PTTError) {
-        guard await channel.connected() else {
-            machine.startFailed(id)
-            throw .gatewayNotConnected("reconnecting")
-        }
-        if case .unavailable(let why) = microphone {
-            machine.startFailed(id)
-            throw .microphone(why)
-        }
-        // A new capture silences the assistant; no interruption is recorded (iPhone behaviour).
-        await speech.stop()
-        let key: String?
-        if let phrase = wakePhrase, let routed = wake?.session(for: phrase) { key = routed }
-        else if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() }
-        let uplink = RelayUplink(channel: channel, sessionKey: key, log: log, opusBitrate: config.opusBitrate,
-                                 opusComplexity: config.opusComplexity)
-        await uplink.start()
-        var c = Capture(id: id, once: once, uplink: uplink,
-                        endpointer: Endpointer(silenceTimeoutMs: config.silenceTimeoutMs,
-                                               maxCaptureMs: once ? config.onceMaxMs : config.captureMaxMs),
-                        startedAt: ContinuousClock.now, sessionKey: key)
-        var leading = preRoll.drain()
-        if let phrase = wakePhrase, let w = wake {
-            // Wake: the lookback (with the trigger in it) and what came while opening; silence
-            // 2 s after speech, 5 s if only the trigger was heard, 30 s cap (macOS, §4.2).
-            c.endpointer = Endpointer(silenceTimeoutMs: w.config.silenceAfterSpeechMs, maxCaptureMs: w.config.maxCaptureMs)
-            c.wake = WakeCapture(phrase: phrase, triggers: w.triggers, triggerOnlyMs: w.config.silenceAfterTriggerOnlyMs,
-                                 minCommandCharacters: w.config.minCommandCharacters)
-            leading = wakePending ?? []
-            wakePending = nil
-        }
-        wake?.reset()
-        for frame in leading {
-            c.pcm += frame.samples
-            await uplink.append(frame)
-        }
-        capture = c
-        machine.started(id)
-        log.log(.info, "talk", "capture \(id) started\(wakePhrase.map { " (wake: \($0))" } ?? (once ? " (once)" : ""))")
-        // The endpointer counts frames; this cap holds even when the microphone stops delivering them.
-        let capMs = (c.wake != nil ? c.endpointer.maxCaptureMs : once ? config.onceMaxMs : config.captureMaxMs) + 500
-        Task {
-            try? await Task.sleep(for: .milliseconds(capMs))
-            await self.capReached(id)
-        }
+    private var nowMs: Int64 {
+        let d = ContinuousClock.now - origin
+        return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
     }
 
-    private func capReached(_ id: String) {
-        guard capture?.id == id else { return }
-        log.log(.info, "talk", "capture \(id) reached its time cap")
-        if case .end(let endId) = machine.stop(freshId: id) {
-            Task { await self.end(endId) }
+    private func process(_ item: Item) async {
+        switch item {
+        case .input(let input):
+            await step(input)
+        case .command(let command, let cont):
+            nextToken += 1
+            answers[nextToken] = cont
+            await step(.command(command, token: nextToken, freshId: UUID().uuidString))
+        case .frame(let frame):
+            await step(.frame(frame, speaker: await speech.speakerState()))
+        case .event(let event):
+            await gatewayEvent(event)
+        case .call(let body):
+            await body(self)
+        case .captureDone(let id, let finished, let note, let timing):
+            if captures.removeValue(forKey: id) != nil, let note { notes[id] = (note, finished.audioMs) }
+            published.withLock { $0.lastVoiceNote = note; $0.lastTiming = timing }
+            await step(.relayFinished(id: id, finished))
+        case .replySpoken(let report):
+            published.withLock { $0.lastSpeech = report }
+        case .timerFired:
+            armedAtMs = nil
+            await step(.tick)
         }
+        publish()
     }
 
-    /// One 20 ms microphone frame (16 kHz mono), delivered in order by the daemon's capture loop.
-    public func micFrame(_ frame: PCMBuffer) async {
-        // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
-        let chimeAudible = capture?.wake != nil && !config.headset ? await speech.isAudible(tailMs: config.speakerTailMs) : false
-        guard var c = capture else {
-            let audible = await speech.isAudible(tailMs: config.headset ? 0 : config.speakerTailMs)
-            if audible {
-                if config.headset {
-                    if config.interruptOnSpeech { await listenForBargeIn(frame) }
-                } else {
-                    // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll (and wake words).
-                    gatedFrames += 1
-                    return
-                }
-            } else {
-                bargeVoiceMs = 0
+    private func publish() {
+        let m = machine
+        published.withLock { s in
+            switch m.phase {
+            case .idle: s.phase = .idle
+            case .capturing(let c): s.phase = .capturing(c.id)
+            case .ending(let c): s.phase = .ending(c.id)
             }
+            s.sessionKey = m.chosenSession
+            s.pendingInterruption = m.pendingInterruption
+            s.gatedFrames = m.gatedFrames
+            s.bargeIns = m.bargeIns
+            s.silenceTimeoutMs = config.silenceTimeoutMs
+            s.wake = wake?.status
+        }
+    }
+
+    /// Feeds one input to the machine and carries out its actions; a wake detection in a frame
+    /// is fed back before the next item, so no frame slips between the detection and its capture.
+    private func step(_ first: TalkMachine.Input) async {
+        var pending = [first]
+        while !pending.isEmpty {
+            let input = pending.removeFirst()
+            for action in machine.handle(input, nowMs: nowMs) {
+                if let follow = await perform(action) { pending.append(follow) }
+            }
+        }
+    }
+
+    private func perform(_ action: TalkMachine.Action) async -> TalkMachine.Input? {
+        switch action {
+        case .answer(let token, let answer):
+            answers.removeValue(forKey: token)?.resume(returning: answer)
+        case .stopSpeech:
+            await speech.stop()
+        case .closeReplies:
+            break  // each reply is closed by its own closeReply
+        case .openCapture(let id, let sessionKey, let leading):
+            await openCapture(id, sessionKey: sessionKey, leading: leading)
+        case .appendFrame(let id, let frame):
+            guard var io = captures[id] else { break }
+            if io.firstFrameAt == nil { io.firstFrameAt = .now }
+            io.pcm += frame.samples
+            captures[id] = io
+            // Relay calls leave in the order the uplink receives frames (one loop, one order).
+            await io.uplink.append(frame)
+        case .finishCapture(let id):
+            finishCapture(id)
+        case .cancelCapture(let id):
+            if let io = captures.removeValue(forKey: id) {
+                let uplink = io.uplink
+                jobs.append { await uplink.cancel() }
+            }
+            notes.removeValue(forKey: id)
+        case .deliver(let id, let message, let voiceNote, let sessionKey, let key):
+            deliver(id: id, message: message, voiceNote: voiceNote, sessionKey: sessionKey, idempotencyKey: key)
+        case .followReply(let runId):
+            let stream = ReplyStream(runId: runId, speech: speech, route: .talkSpeak, log: log)
+            streams[runId] = stream
+            published.withLock { $0.lastReply = stream }
+        case .feedReply(let runId):
+            guard let stream = streams[runId], let chat = currentChat else { break }
+            await stream.feed(chat)
+            if chat.state == .final || chat.state == .aborted || chat.state == .error {
+                streams.removeValue(forKey: runId)
+                reportWhenSpoken(stream)
+            }
+        case .closeReply(let runId):
+            guard let stream = streams.removeValue(forKey: runId) else { break }
+            await stream.close()
+            reportWhenSpoken(stream)
+        case .rekeyReply(let from, let to):
+            if let s = streams.removeValue(forKey: from) { streams[to] = s }
+        case .listen(let frame, let listensForWake):
             preRoll.append(frame)
-            wakeFrame(frame, speaking: audible)
-            return
+            guard let w = wake, w.config.enabled else { break }
+            guard listensForWake else { w.lookback.append(frame); break }
+            guard let d = w.feed(frame) else { break }
+            w.detections += 1
+            w.lastPhrase = d.phrase
+            log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
+            return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
+                              freshId: UUID().uuidString)
+        case .gated:
+            break
+        case .resetWake:
+            wake?.detector?.reset()
+        case .playChime:
+            if let pcm = wake?.chimeSound {
+                let speech = self.speech
+                jobs.append { _ = await speech.playCue(pcm) }
+            }
+        case .measureBargeIn:
+            let position = await (published.withLock { $0.lastReply })?.positionMs ?? 0
+            return .bargeInPosition(ms: position)
+        case .persistSession(let key):
+            onSessionChange?(key)
+        case .wakeOutcome(let outcome):
+            wake?.lastOutcome = outcome
+        case .markWakeSent:
+            break
+        case .log(let level, let category, let message):
+            log.log(level, category, message)
+        case .wakeAt(let ms):
+            armTimer(ms)
         }
-        if c.firstFrameAt == nil { c.firstFrameAt = ContinuousClock.now }
-        c.pcm += frame.samples
-        var event = c.endpointer.feed(chimeAudible ? PCMBuffer(format: frame.format, samples: [Int16](repeating: 0, count: frame.samples.count)) : frame)
-        if let w = c.wake, event == nil, !c.endpointer.speechHeard, c.endpointer.elapsedMilliseconds >= Double(w.triggerOnlyMs) {
-            event = .endOfUtterance(reason: .silence)  // only the trigger was heard
+        return nil
+    }
+
+    private func armTimer(_ ms: Int64) {
+        if let armed = armedAtMs, armed <= ms { return }
+        armedAtMs = ms
+        let delay = max(ms - nowMs, 0)
+        let post = self.post
+        jobs.append {
+            try? await Task.sleep(for: .milliseconds(delay))
+            if !Task.isCancelled { post.yield(.timerFired) }
         }
-        capture = c
-        await c.uplink?.append(frame)
-        if case .endOfUtterance(let reason)? = event {
-            // `once` ends on silence after speech; a held capture only at its hard cap.
-            if c.once || c.wake != nil || reason == .maxDuration {
-                log.log(.info, "talk", "capture \(c.id) ends: \(reason)")
-                if case .end(let id) = machine.stop(freshId: c.id) {
-                    Task { await self.end(id) }
+    }
+
+    private func reportWhenSpoken(_ stream: ReplyStream) {
+        let post = self.post
+        jobs.append {
+            await stream.done()
+            if let last = await stream.spoken.last { post.yield(.replySpoken(last)) }
+        }
+    }
+
+    // MARK: captures
+
+    private func openCapture(_ id: String, sessionKey: String?, leading: TalkMachine.Leading) async {
+        let uplink = RelayUplink(channel: channel, sessionKey: sessionKey, log: log, opusBitrate: config.opusBitrate,
+                                 opusComplexity: config.opusComplexity)
+        var io = CaptureIO(uplink: uplink)
+        let first: [PCMBuffer]
+        switch leading {
+        case .preRoll:
+            first = preRoll.drain()
+        case .wakeLookback:
+            first = wake?.lookback.drain() ?? []
+            preRoll.removeAll()
+        }
+        wake?.lookback.removeAll()
+        for f in first { io.pcm += f.samples }
+        captures[id] = io
+        // Inline on the loop: the leading audio is in the uplink before any later frame, in order;
+        // the relay session opens in the background and the uplink holds the frames meanwhile.
+        await uplink.start()
+        for f in first { await uplink.append(f) }
+    }
+
+    private func finishCapture(_ id: String) {
+        // The entry stays until captureDone: transcripts still reach the finishing uplink.
+        guard var io = captures[id] else { return }
+        io.stoppedAt = .now
+        captures[id] = io
+        let (uplink, pcm, bitrate, post) = (io.uplink, io.pcm, config.opusBitrate, self.post)
+        let (startedAt, firstFrameAt, stoppedAt) = (io.startedAt, io.firstFrameAt, io.stoppedAt ?? .now)
+        let save = saveVoiceNote
+        jobs.append {
+            let outcome = await uplink.finish()
+            var timing = CaptureTiming(startToFirstFrame: firstFrameAt.map { $0 - startedAt })
+            if let last = await uplink.lastSendAt { timing.stopToLastUplinkCall = last - stoppedAt }
+            let buffer = PCMBuffer(format: .voice, samples: pcm)
+            let note = buffer.isEmpty ? nil : try? OggOpusVoiceNote.encode(buffer, bitrate: bitrate)
+            if let note { save(note, id) }
+            post.yield(.captureDone(id: id, TalkMachine.Finished(outcome: outcome, audioMs: buffer.durationMilliseconds,
+                                                                  hasVoiceNote: note != nil),
+                                    note: note, timing: timing))
+        }
+    }
+
+    private var saveVoiceNote: @Sendable ([UInt8], String) -> Void {
+        let (dir, keep) = (config.voiceNoteDirectory, config.keepVoiceNotes)
+        return { note, id in VoiceNotes.save(note, id: id, directory: dir, keep: keep) }
+    }
+
+    /// Puts the turn in the durable outbox (or sends it, without one); answers `delivered`.
+    /// `queued` only once the turn is committed; a failed write is `not_queued`.
+    private func deliver(id: String, message: String, voiceNote: Bool, sessionKey: String?, idempotencyKey idem: String) {
+        var noteAttachment: JSONValue?
+        if voiceNote, let (note, ms) = notes[id] {
+            noteAttachment = ["type": "audio", "mimeType": "audio/ogg", "fileName": .string("\(id).opus"),
+                          "content": .string(Data(note).base64EncodedString()),
+                          "sizeBytes": .number(Double(note.count)), "durationMs": .number(ms.rounded())]
+        }
+        notes.removeValue(forKey: id)
+        let (outbox, channel, log, post, attachment) = (self.outbox, self.channel, self.log, self.post, noteAttachment)
+        jobs.append {
+            let key: String
+            if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
+            if let outbox {
+                do {
+                    _ = try await outbox.enqueue(sessionKey: key, message: message,
+                                                 attachmentsJSON: attachment.map { JSONValue.array([$0]).description },
+                                                 thinking: "low", idempotencyKey: idem)
+                    post.yield(.input(.delivered(id: id, .queued, idempotencyKey: idem)))
+                } catch {
+                    log.log(.error, "talk", "the turn could not be queued: \(error)")
+                    post.yield(.input(.delivered(id: id, .notQueued, idempotencyKey: idem)))
                 }
+                return
+            }
+            post.yield(.input(.delivered(id: id, .queued, idempotencyKey: idem)))
+            do {
+                let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
+                                            attachments: attachment.map { [$0] })
+                let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
+                if let runId = ack["runId"]?.stringValue { post.yield(.input(.turnSent(idempotencyKey: idem, runId: runId))) }
+            } catch {
+                log.log(.error, "talk", "chat.send failed: \(error)")
             }
         }
     }
 
-    /// A gateway event for Talk: transcripts from the relay, chat for replies.
-    public func handle(_ event: EventFrame) async {
+    // MARK: gateway events
+
+    private func gatewayEvent(_ event: EventFrame) async {
         switch event.event {
         case GatewayEvent.talkEvent:
-            if let t = TalkTranscriptEvent(payload: event.payload), let uplink = capture?.uplink ?? endingUplink {
-                await uplink.handle(t)
-            }
+            guard let t = TalkTranscriptEvent(payload: event.payload) else { return }
+            // Transcripts belong to the capture being captured or finished; the uplink filters by session id.
+            for io in captures.values { await io.uplink.handle(t) }
         case GatewayEvent.chat:
-            guard let c = ChatEvent(payload: event.payload), let stream = replies[c.runId] else { return }
-            await stream.feed(c)
-            if c.state == .final || c.state == .aborted || c.state == .error { replies.removeValue(forKey: c.runId) }
+            guard let c = ChatEvent(payload: event.payload) else { return }
+            currentChat = c
+            await step(.chat(runId: c.runId, final: c.state == .final || c.state == .aborted || c.state == .error))
+            currentChat = nil
         case "voicewake.changed":
             if let t = VoiceWakeTriggers(payload: event.payload) { setWakeTriggers(t.triggers) }
         case "voicewake.routing.changed":
@@ -343,67 +445,184 @@ public actor TalkController {
             break
         }
     }
+}
 
-    private var endingUplink: RelayUplink?
+// MARK: the public face: each call posts to the inbox and, where it answers, waits.
 
-    /// Sustained voice while the assistant speaks into a headset stops it, and the next prompt says where.
-    private func listenForBargeIn(_ frame: PCMBuffer) async {
-        let dbfs = 20 * log10(max(frame.rms, 1e-5))
-        if dbfs >= config.bargeInLevelDbfs {
-            bargeVoiceMs += Int(frame.durationMilliseconds.rounded())
-        } else {
-            bargeVoiceMs = max(0, bargeVoiceMs - Int(frame.durationMilliseconds.rounded()))
+extension TalkController {
+    nonisolated func send(_ item: Item) { post.yield(item) }
+
+    /// Posts `body` to run on the loop and waits until it has.
+    nonisolated func onLoop<T: Sendable>(_ body: @escaping @Sendable (TalkController) async -> T) async -> T {
+        await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
+            send(.call { talk in c.resume(returning: await body(talk)) })
         }
-        guard bargeVoiceMs >= config.bargeInMs else { return }
-        bargeVoiceMs = 0
-        let positionMs = await lastReply?.positionMs ?? 0
-        pendingInterruption = String(format: "Assistant speech interrupted at %.1fs.", positionMs / 1000)
-        bargeIns += 1
-        log.log(.info, "talk", "barge-in: \(pendingInterruption ?? "")")
-        generation += 1
-        for (_, r) in replies { await r.close() }
-        replies.removeAll()
-        await speech.stop()
+    }
+
+    private nonisolated func command(_ c: TalkMachine.Command) async -> TalkMachine.Answer {
+        await withCheckedContinuation { send(.command(c, $0)) }
+    }
+
+    public nonisolated func start() async throws(PTTError) -> String {
+        switch await command(.start) {
+        case .captureId(let id): return id
+        case .result(let r): return r.captureId
+        case .failed(let e): throw e
+        }
+    }
+
+    public nonisolated func stop() async -> PTTResult { await result(of: .stop) }
+    public nonisolated func cancel() async -> PTTResult { await result(of: .cancel) }
+
+    public nonisolated func once() async throws(PTTError) -> PTTResult {
+        switch await command(.once) {
+        case .captureId(let id): return PTTResult(captureId: id, status: .empty)
+        case .result(let r): return r
+        case .failed(let e): throw e
+        }
+    }
+
+    private nonisolated func result(of c: TalkMachine.Command) async -> PTTResult {
+        switch await command(c) {
+        case .captureId(let id): return PTTResult(captureId: id, status: .empty)
+        case .result(let r): return r
+        case .failed(let e): return PTTResult(captureId: "", transcript: e.description, status: .cancelled)
+        }
+    }
+
+    /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
+    public nonisolated func micFrame(_ frame: PCMBuffer) { send(.frame(frame)) }
+    public nonisolated func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
+    /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.
+    public nonisolated func handle(_ event: EventFrame) { send(.event(event)) }
+
+    /// `clawvoice session use KEY`: talk to another chat session from now on.
+    public nonisolated func switchSession(to key: String) async {
+        send(.input(.switchSession(key, reason: "session switched to \(key)")))
+        await barrier()
+    }
+
+    /// The operator session's state: losing it, or the gateway naming a different main session
+    /// (when none was chosen here), is a session switch.
+    public nonisolated func operatorChanged(connected: Bool, mainSessionKey: String?) async {
+        send(.input(.operatorState(connected: connected, mainSessionKey: mainSessionKey)))
+        await barrier()
+    }
+
+    /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
+    public nonisolated func interrupt(reason: String) async {
+        send(.input(.interrupt(reason: reason)))
+        await barrier()
+    }
+
+    /// Waits until everything posted before it has been processed.
+    public nonisolated func barrier() async { await onLoop { _ in () } }
+
+    public nonisolated func followReply(runId: String) { send(.input(.followReply(runId: runId))) }
+    /// The outbox sent a turn: replies come under its run id, which may differ from the key.
+    public nonisolated func turnSent(idempotencyKey: String, runId: String) {
+        send(.input(.turnSent(idempotencyKey: idempotencyKey, runId: runId)))
+    }
+
+    public nonisolated func update(config: TalkConfig) { send(.call { await $0.apply(config) }) }
+    public nonisolated func setHeadset(_ headset: Bool) { send(.call { await $0.applyHeadset(headset) }) }
+
+    // Reads: from the snapshot the loop publishes after every item.
+    public nonisolated var phase: TalkPhase { published.withLock { $0.phase } }
+    public nonisolated var activeCaptureId: String? {
+        switch phase { case .idle: return nil; case .capturing(let id), .ending(let id): return id }
+    }
+    /// The chat session chosen here (nil: the gateway's main session).
+    public nonisolated var sessionKey: String? { published.withLock { $0.sessionKey } }
+    public nonisolated var pendingInterruption: String? { published.withLock { $0.pendingInterruption } }
+    public nonisolated var gatedFrames: Int { published.withLock { $0.gatedFrames } }
+    public nonisolated var bargeIns: Int { published.withLock { $0.bargeIns } }
+    public nonisolated var silenceTimeoutMs: Int { published.withLock { $0.silenceTimeoutMs } }
+    public nonisolated var wakeStatus: WakeStatus? { published.withLock { $0.wake } }
+    public nonisolated var lastVoiceNote: [UInt8]? { published.withLock { $0.lastVoiceNote } }
+    public nonisolated var lastTiming: CaptureTiming? { published.withLock { $0.lastTiming } }
+    public nonisolated var lastSpeech: SpeechReport? { published.withLock { $0.lastSpeech } }
+    /// The reply being spoken (or last spoken), for tests, the bench and barge-in.
+    public nonisolated var lastReply: ReplyStream? { published.withLock { $0.lastReply } }
+
+    // MARK: settings and the gateway's Talk config
+
+    private func apply(_ c: TalkConfig) {
+        config = c
+        preRoll = PreRollBuffer(milliseconds: c.preRollMs)
+        machine.replaceSettings(Self.settings(c, wake: wake?.config))
+    }
+
+    private func applyHeadset(_ headset: Bool) {
+        config.headset = headset
+        machine.replaceSettings(Self.settings(config, wake: wake?.config))
+    }
+
+    private func applySilenceTimeout(_ ms: Int) {
+        guard ms != config.silenceTimeoutMs else { return }
+        config.silenceTimeoutMs = ms
+        machine.replaceSettings(Self.settings(config, wake: wake?.config))
+        log.log(.info, "talk", "silence timeout from the gateway: \(ms) ms")
+    }
+
+    /// Reads `talk.config` from the gateway: its `silenceTimeoutMs` wins over the local default.
+    /// Gateways without the method (or without the key) leave the config as it is.
+    public nonisolated func syncGatewayConfig() async {
+        guard let result = try? await channel.request("talk.config", params: [:], timeoutMs: 10_000) else { return }
+        if let ms = result["config"]?["talk"]?["silenceTimeoutMs"]?.intValue, ms >= 200, ms <= 10_000 {
+            await onLoop { await $0.applySilenceTimeout(Int(ms)) }
+        }
     }
 
     // MARK: wake
 
     /// Starts listening for the gateway's trigger words (the last list heard, else `triggers`, else the defaults).
-    public func enableWake(_ wakeConfig: WakeConfig, triggers: [String]? = nil) {
-        let w = WakeListener(config: wakeConfig, triggers: triggers ?? knownTriggers ?? VoiceWakeTriggers.defaults)
-        if let r = knownRouting { w.setRouting(r) }
-        wake = w
-        logWakeModels(w)
-        if let problem = w.chimeProblem { log.log(.warning, "wake", problem) }
+    public nonisolated func enableWake(_ wakeConfig: WakeConfig, triggers: [String]? = nil) async {
+        await onLoop { await $0.enableWakeNow(wakeConfig, triggers: triggers) }
     }
 
-    public func disableWake() {
-        wake = nil
-        wakePending = nil
-    }
-
-    /// Wake state for `clawvoice status`; nil when wake is off.
-    public var wakeStatus: WakeStatus? { wake?.status }
+    public nonisolated func disableWake() async { await onLoop { await $0.disableWakeNow() } }
 
     /// Reads the trigger list (and routing, when the gateway has it) after the operator session connects.
-    public func syncWake() async {
+    public nonisolated func syncWake() async {
         if let r = try? await channel.request("voicewake.get", params: [:], timeoutMs: 10_000),
            let t = VoiceWakeTriggers(payload: r) {
-            setWakeTriggers(t.triggers)
+            await onLoop { await $0.setWakeTriggers(t.triggers) }
         }
         if await channel.advertisedMethods().contains("voicewake.routing.get"),
            let r = try? await channel.request("voicewake.routing.get", params: [:], timeoutMs: 10_000) {
-            knownRouting = r
-            wake?.setRouting(r)
+            await onLoop { await $0.setWakeRouting(r) }
         }
     }
 
     /// Plays the wake chime (on detection; also for tests and diagnostics): the configured
     /// sound, the generated one when wake is off. False when nothing played.
     @discardableResult
-    public func playChime() async -> Bool {
-        guard let pcm = wake.map({ $0.chimeSound }) ?? WakeListener.chime() else { return false }
+    public nonisolated func playChime() async -> Bool {
+        let pcm = await onLoop { await $0.chimeSound() }
+        guard let pcm else { return false }
         return await speech.playCue(pcm)
+    }
+
+    private func chimeSound() -> PCMBuffer? { wake.map { $0.chimeSound } ?? WakeListener.chime() }
+
+    private func enableWakeNow(_ wakeConfig: WakeConfig, triggers: [String]?) {
+        let w = WakeListener(config: wakeConfig, triggers: triggers ?? knownTriggers ?? VoiceWakeTriggers.defaults)
+        if let r = knownRouting { w.setRouting(r) }
+        wake = w
+        machine.replaceSettings(Self.settings(config, wake: wakeConfig))
+        logWakeModels(w)
+        if let problem = w.chimeProblem { log.log(.warning, "wake", problem) }
+    }
+
+    private func disableWakeNow() {
+        wake = nil
+        machine.replaceSettings(Self.settings(config, wake: nil))
+    }
+
+    private func setWakeRouting(_ r: JSONValue) {
+        knownRouting = r
+        wake?.setRouting(r)
     }
 
     private func setWakeTriggers(_ list: [String]) {
@@ -418,207 +637,20 @@ public actor TalkController {
         for m in w.missing { log.log(.warning, "wake", m.description) }
         if let e = w.loadError { log.log(.error, "wake", e) }
     }
+}
 
-    /// A microphone frame while nothing captures: the detector hears it unless the assistant is
-    /// speaking (on a headset with barge-in on it still listens), a turn was just sent, or a
-    /// push-to-talk capture is starting.
-    private func wakeFrame(_ frame: PCMBuffer, speaking: Bool) {
-        guard let w = wake, w.config.enabled else { return }
-        if wakePending != nil { wakePending?.append(frame); return }
-        guard case .idle = machine.phase else { return }
-        if speaking && !(config.headset && config.interruptOnSpeech) { return }
-        if let t = lastWakeSendAt, ContinuousClock.now - t < .milliseconds(w.config.debounceMs) { return }
-        guard let d = w.feed(frame) else { return }
-        w.detections += 1
-        w.lastPhrase = d.phrase
-        w.lastOutcome = "capturing"
-        wakePending = w.lookback.drain()
-        log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
-        Task { await self.wakeDetected(d.phrase) }
-    }
-
-    private func wakeDetected(_ phrase: String) async {
-        guard case .begin(let id) = machine.once(freshId: UUID().uuidString) else {
-            wakePending = nil
-            wake?.lastOutcome = "busy"
-            return
-        }
-        do {
-            try await open(id, once: true, wakePhrase: phrase)
-        } catch {
-            wakePending = nil
-            wake?.reset()
-            wake?.lastOutcome = "failed: \(error)"
-            log.log(.warning, "wake", "no capture after \"\(phrase)\": \(error)")
-            return
-        }
-        if wake?.chimeSound != nil { Task { await self.playChime() } }
-        let result = await waitEnd(id)
-        wake?.lastOutcome = result.status.rawValue
-        log.log(.info, "wake", "turn \(id): \(result.status.rawValue)\(result.transcript.map { " \"\($0)\"" } ?? "")")
-    }
-
-    // MARK: ending
-
-    private func waitEnd(_ id: String) async -> PTTResult {
-        await withCheckedContinuation { endWaiters[id, default: []].append($0) }
-    }
-
-    private func resolve(_ id: String, _ result: PTTResult) {
-        machine.finished(id)
-        let waiters = endWaiters.removeValue(forKey: id) ?? []
-        for w in waiters { w.resume(returning: result) }
-    }
-
-    private func discard(_ id: String) async {
-        let c = capture?.id == id ? capture : nil
-        if c != nil { capture = nil }
-        if let uplink = c?.uplink { await uplink.cancel() }
-        resolve(id, PTTResult(captureId: id, status: .cancelled))
-    }
-
-    private func end(_ id: String) async {
-        guard let c = capture, c.id == id else { return }
-        capture = nil
-        let gen = generation
-        let stoppedAt = ContinuousClock.now
-        endingUplink = c.uplink
-        let outcome = await c.uplink?.finish() ?? .unavailable("no uplink")
-        endingUplink = nil
-        var timing = CaptureTiming(startToFirstFrame: c.firstFrameAt.map { $0 - c.startedAt })
-        if let last = await c.uplink?.lastSendAt { timing.stopToLastUplinkCall = last - stoppedAt }
-        lastTiming = timing
-        let pcm = PCMBuffer(format: .voice, samples: c.pcm)
-        let note = pcm.isEmpty ? nil : try? OggOpusVoiceNote.encode(pcm, bitrate: config.opusBitrate)
-        lastVoiceNote = note
-        if let note { saveVoiceNote(note, id: id) }
-        guard gen == generation, endWaiters[id] != nil || machine.activeCaptureId == id else {
-            resolve(id, PTTResult(captureId: id, status: .cancelled))
-            return
-        }
-        switch outcome {
-        case .transcript(let text?) where !text.isEmpty:
-            var message = text
-            if let w = c.wake {
-                // The trigger words are not part of the command; too little left is no command.
-                message = WakeListener.command(from: text, triggers: [w.phrase] + w.triggers)
-                guard message.count >= w.minCommandCharacters else {
-                    log.log(.info, "talk", "wake capture \(id): nothing after the trigger in \"\(text)\"")
-                    resolve(id, PTTResult(captureId: id, transcript: message, status: .empty))
-                    return
-                }
-            }
-            let status = await deliver(message: message, attachment: nil, sessionKey: c.sessionKey, generation: gen)
-            if c.wake != nil { lastWakeSendAt = ContinuousClock.now }
-            resolve(id, PTTResult(captureId: id, transcript: message, status: status))
-        case .transcript:
-            resolve(id, PTTResult(captureId: id, status: .empty))
-        case .unavailable(let why):
-            // No transcription here or at the gateway: the voice note is the whole message.
-            guard pcm.durationMilliseconds >= 200, let note else {
-                resolve(id, PTTResult(captureId: id, status: .empty))
-                return
-            }
-            log.log(.info, "talk", "sending capture \(id) as a voice note: \(why)")
-            let attachment: JSONValue = ["type": "audio", "mimeType": "audio/ogg", "fileName": .string("\(id).opus"),
-                                         "content": .string(Data(note).base64EncodedString()),
-                                         "sizeBytes": .number(Double(note.count)),
-                                         "durationMs": .number(pcm.durationMilliseconds.rounded())]
-            let status = await deliver(message: "", attachment: attachment, sessionKey: c.sessionKey, generation: gen)
-            resolve(id, PTTResult(captureId: id, status: status))
-        }
-    }
-
-    private func saveVoiceNote(_ note: [UInt8], id: String) {
-        guard let dir = config.voiceNoteDirectory else { return }
+/// Voice notes of recent captures on disk, for debugging and re-sending; not an archive.
+enum VoiceNotes {
+    static func save(_ note: [UInt8], id: String, directory: String?, keep: Int) {
+        guard let dir = directory else { return }
         let fm = FileManager.default
         try? fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let path = dir + "/\(id).opus"
-        _ = fm.createFile(atPath: path, contents: Data(note), attributes: [.posixPermissions: 0o600])
-        // Keep only the newest few: they are for debugging and for re-sending, not an archive.
-        if let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > config.keepVoiceNotes {
-            let dated = names.compactMap { n -> (String, Date)? in
-                guard let d = (try? fm.attributesOfItem(atPath: dir + "/" + n))?[.modificationDate] as? Date else { return nil }
-                return (n, d)
-            }.sorted { $0.1 < $1.1 }
-            for (n, _) in dated.prefix(names.count - config.keepVoiceNotes) { try? fm.removeItem(atPath: dir + "/" + n) }
-        }
+        _ = fm.createFile(atPath: dir + "/\(id).opus", contents: Data(note), attributes: [.posixPermissions: 0o600])
+        guard let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > keep else { return }
+        let dated = names.compactMap { n -> (String, Date)? in
+            guard let d = (try? fm.attributesOfItem(atPath: dir + "/" + n))?[.modificationDate] as? Date else { return nil }
+            return (n, d)
+        }.sorted { $0.1 < $1.1 }
+        for (n, _) in dated.prefix(names.count - keep) { try? fm.removeItem(atPath: dir + "/" + n) }
     }
-
-    /// Puts the turn in the durable outbox (or sends it, without one) and follows its reply.
-    /// Answers `queued` only once the turn is committed; a failed write is `not_queued`.
-    private func deliver(message: String, attachment: JSONValue?, sessionKey: String?, generation gen: Int) async -> PTTStatus {
-        let key: String
-        if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
-        let idem = UUID().uuidString.lowercased()
-        var message = message
-        if let prefix = pendingInterruption {
-            // The iPhone's TalkPromptBuilder: tell the agent where it was cut off.
-            message = prefix + "\n\n" + message
-            pendingInterruption = nil
-        }
-        // Follow the run before it is sent: its first deltas may arrive before the acknowledgement.
-        followReply(runId: idem)
-        if let outbox {
-            do {
-                _ = try await outbox.enqueue(sessionKey: key, message: message,
-                                             attachmentsJSON: attachment.map { JSONValue.array([$0]).description },
-                                             thinking: "low", idempotencyKey: idem)
-                return .queued
-            } catch {
-                replies.removeValue(forKey: idem)
-                log.log(.error, "talk", "the turn could not be queued: \(error)")
-                return .notQueued
-            }
-        }
-        let params = ChatSendParams(sessionKey: key, message: message, idempotencyKey: idem, thinking: "low",
-                                    attachments: attachment.map { [$0] })
-        Task {
-            do {
-                let ack = try await channel.request(GatewayMethod.chatSend, params: try JSONValue(encoding: params), timeoutMs: 30_000)
-                if let runId = ack["runId"]?.stringValue { self.rekeyReply(from: idem, to: runId) }
-            } catch {
-                self.dropReply(idem)
-                self.log.log(.error, "talk", "chat.send failed: \(error)")
-            }
-        }
-        return .queued
-    }
-
-    /// The outbox sent a turn: replies come under its run id, which may differ from the key.
-    public func turnSent(idempotencyKey: String, runId: String) { rekeyReply(from: idempotencyKey, to: runId) }
-
-    private func rekeyReply(from old: String, to new: String) {
-        guard old != new, let stream = replies.removeValue(forKey: old) else { return }
-        replies[new] = stream
-    }
-
-    /// Speaks the reply of `runId` as it streams in (for up to `replyTimeoutMs`).
-    public func followReply(runId: String) {
-        guard config.speakReplies else { return }
-        let stream = ReplyStream(runId: runId, speech: speech, route: .talkSpeak, log: log)
-        replies[runId] = stream
-        lastReply = stream
-        let timeout = config.replyTimeoutMs
-        Task {
-            try? await Task.sleep(for: .milliseconds(timeout))
-            await stream.close()
-            self.dropReply(runId)
-        }
-        Task {
-            // lastSpeech: the last sentence's report once the reply has been spoken.
-            try? await Task.sleep(for: .milliseconds(50))
-            while true {
-                await stream.done()
-                if let last = await stream.spoken.last { self.setLastSpeech(last); break }
-                try? await Task.sleep(for: .milliseconds(50))
-                if self.isGone(runId) { await stream.done(); if let last = await stream.spoken.last { self.setLastSpeech(last) }; break }
-            }
-        }
-    }
-
-    private func dropReply(_ runId: String) { replies.removeValue(forKey: runId) }
-    private func isGone(_ runId: String) -> Bool { replies[runId] == nil }
-    private func setLastSpeech(_ r: SpeechReport) { lastSpeech = r }
-
 }

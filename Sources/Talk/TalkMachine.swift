@@ -1,0 +1,665 @@
+// Every decision of the talk turn, as a pure value: push-to-talk and wake captures, the
+// loudspeaker gate and barge-in, the replies being followed, the session switch and the
+// timers. Inputs are events (commands, microphone frames with the speaker's state, relay and
+// outbox results, chat events, session changes, ticks) with the time as a number; outputs
+// are actions that TalkController carries out. No I/O, no clock reads, no tasks: every
+// interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+
+/// The status strings the gateway and the official clients know.
+public enum PTTStatus: String, Sendable, Codable, Equatable {
+    case queued, empty, idle, cancelled, busy
+    case notQueued = "not_queued"
+}
+
+/// The payload of a finished PTT command: `{captureId, transcript?, status}`.
+public struct PTTResult: Sendable, Equatable, Codable {
+    public var captureId: String
+    public var transcript: String?
+    public var status: PTTStatus
+    public init(captureId: String, transcript: String? = nil, status: PTTStatus) {
+        self.captureId = captureId
+        self.transcript = transcript
+        self.status = status
+    }
+}
+
+/// A PTT failure for the gateway: `UNAVAILABLE` with a `CODE: message` text.
+public struct PTTError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public init(code: String, message: String) { self.code = code; self.message = message }
+    public var description: String { "\(code): \(message)" }
+
+    public static let alreadyStarting = PTTError(code: "ALREADY_STARTING", message: "push-to-talk is already starting")
+    public static func gatewayNotConnected(_ detail: String) -> PTTError {
+        PTTError(code: "GATEWAY_NOT_CONNECTED", message: "the operator session is not connected (\(detail))")
+    }
+    public static func microphone(_ detail: String) -> PTTError {
+        PTTError(code: "MICROPHONE_UNAVAILABLE", message: detail)
+    }
+}
+
+/// What the microphone looks like right now, for refusing a start with a reason.
+public enum MicrophoneState: Sendable, Equatable {
+    case live
+    case unavailable(String)
+}
+
+/// The speaker as the capture loop saw it when a frame arrived.
+public struct SpeakerState: Sendable, Equatable {
+    /// Something is coming out of the speaker now.
+    public var playing: Bool
+    /// How long ago it last stopped (nil: never played).
+    public var msSinceStopped: Int64?
+    public init(playing: Bool = false, msSinceStopped: Int64? = nil) {
+        self.playing = playing
+        self.msSinceStopped = msSinceStopped
+    }
+    public static let silent = SpeakerState()
+
+    /// Playing, or stopped less than `tailMs` ago (the room's echo and the sink's buffer).
+    public func audible(tailMs: Int) -> Bool {
+        if playing { return true }
+        guard let ms = msSinceStopped else { return false }
+        return ms < Int64(tailMs)
+    }
+}
+
+public struct TalkMachine: Sendable {
+    /// The settings the machine decides with (TalkConfig and WakeConfig, minus the executors' parts).
+    public struct Settings: Sendable, Equatable {
+        public var silenceTimeoutMs = 900
+        public var onceMaxMs = 12_000
+        public var captureMaxMs = 60_000
+        public var headset = false
+        public var interruptOnSpeech = true
+        public var bargeInMs = 300
+        public var bargeInLevelDbfs = -35.0
+        public var speakerTailMs = 300
+        public var speakReplies = true
+        public var replyTimeoutMs: Int64 = 120_000
+        /// A command that arrives while the microphone or the operator session is still coming
+        /// up waits this long for them before it fails.
+        public var partsWaitMs: Int64 = 3_000
+        /// The capture's own cap is backed by a timer this much later (the microphone may stop).
+        public var capSlackMs: Int64 = 500
+        // Wake turns.
+        public var wakeEnabled = false
+        public var wakeSilenceAfterSpeechMs = 2000
+        public var wakeTriggerOnlyMs = 5000
+        public var wakeMaxCaptureMs = 30_000
+        public var wakeDebounceMs: Int64 = 350
+        public var wakeMinCommandCharacters = 2
+        public init() {}
+    }
+
+    public enum Command: Sendable, Equatable {
+        case start, stop, cancel, once
+    }
+
+    public enum Kind: Sendable, Equatable {
+        case hold
+        case once
+        /// Started by a wake word; `triggers` are stripped from the transcript.
+        case wake(phrase: String, triggers: [String])
+
+        var isHold: Bool { self == .hold }
+    }
+
+    public struct Capture: Sendable {
+        public var id: String
+        public var kind: Kind
+        public var sessionKey: String?
+        public var startedAtMs: Int64
+        public var endpointer: Endpointer
+        public var capAtMs: Int64
+    }
+
+    public enum Phase: Sendable {
+        case idle
+        case capturing(Capture)
+        /// The relay is being closed and the turn delivered; its result is on its way.
+        case ending(Capture)
+
+        public var captureId: String? {
+            switch self {
+            case .idle: return nil
+            case .capturing(let c), .ending(let c): return c.id
+            }
+        }
+    }
+
+    /// How a finished relay stream came out (RelayUplink.Outcome plus what the executor kept).
+    public struct Finished: Sendable, Equatable {
+        public var outcome: RelayUplink.Outcome
+        /// Milliseconds of audio captured, and whether a voice note could be encoded.
+        public var audioMs: Double
+        public var hasVoiceNote: Bool
+        public init(outcome: RelayUplink.Outcome, audioMs: Double, hasVoiceNote: Bool) {
+            self.outcome = outcome
+            self.audioMs = audioMs
+            self.hasVoiceNote = hasVoiceNote
+        }
+    }
+
+    public enum Input: Sendable {
+        case command(Command, token: Int, freshId: String)
+        case frame(PCMBuffer, speaker: SpeakerState)
+        case microphone(MicrophoneState)
+        case operatorState(connected: Bool, mainSessionKey: String?)
+        /// A wake word was heard in the last frame; `routedSession` is its route, if any.
+        case wakeHeard(phrase: String, triggers: [String], routedSession: String?, freshId: String)
+        case relayFinished(id: String, Finished)
+        case delivered(id: String, PTTStatus, idempotencyKey: String)
+        case switchSession(String, reason: String)
+        case interrupt(reason: String)
+        /// The reply's position when a barge-in stopped it.
+        case bargeInPosition(ms: Double)
+        case chat(runId: String, final: Bool)
+        case turnSent(idempotencyKey: String, runId: String)
+        /// Speak the reply of this run as it streams in.
+        case followReply(runId: String)
+        case tick
+    }
+
+    public enum Answer: Sendable, Equatable {
+        case captureId(String)
+        case result(PTTResult)
+        case failed(PTTError)
+    }
+
+    /// Where a capture's first audio comes from.
+    public enum Leading: Sendable, Equatable {
+        /// The pre-roll ring (push-to-talk).
+        case preRoll
+        /// The wake lookback, which holds the trigger.
+        case wakeLookback
+    }
+
+    public enum Action: Sendable {
+        case answer(token: Int, Answer)
+        /// Silence the speaker (a new capture, a barge-in, a session switch).
+        case stopSpeech
+        /// Close every reply being followed; their late text is dropped.
+        case closeReplies
+        /// Open a relay stream for this capture and start it with the leading audio.
+        case openCapture(id: String, sessionKey: String?, leading: Leading)
+        case appendFrame(id: String, PCMBuffer)
+        /// Close the relay stream and report `relayFinished`.
+        case finishCapture(id: String)
+        /// Drop the stream and close its relay session.
+        case cancelCapture(id: String)
+        /// Put the turn in the outbox (text, or the voice note when `voiceNote`) and follow its reply.
+        case deliver(id: String, message: String, voiceNote: Bool, sessionKey: String?, idempotencyKey: String)
+        case followReply(runId: String)
+        case feedReply(runId: String)
+        case closeReply(runId: String)
+        case rekeyReply(from: String, to: String)
+        /// The frame belongs to the pre-roll (and, with `wake`, to the wake detector).
+        case listen(PCMBuffer, wake: Bool)
+        /// The loudspeaker gate kept this frame from the microphone.
+        case gated
+        case resetWake
+        case playChime
+        /// Ask the reply executor where the reply was cut (answers `bargeInPosition`).
+        case measureBargeIn
+        case persistSession(String)
+        case wakeOutcome(String)
+        case markWakeSent
+        case log(LogLevel, String, String)
+        /// Call back with `.tick` at this time (or earlier).
+        case wakeAt(Int64)
+    }
+
+    public private(set) var settings: Settings
+    public private(set) var phase: Phase = .idle
+    public private(set) var microphone: MicrophoneState = .unavailable("the microphone has not started yet")
+    public private(set) var operatorConnected = false
+    /// The chat session chosen here (nil: the gateway's main session).
+    public private(set) var chosenSession: String?
+    public private(set) var mainSessionKey: String?
+    /// Bumped by cancels and session switches: results of an older generation are dropped.
+    public private(set) var generation = 0
+    public private(set) var pendingInterruption: String?
+    public private(set) var gatedFrames = 0
+    public private(set) var bargeIns = 0
+    private var bargeVoiceMs = 0
+    private var lastWakeSendAtMs: Int64?
+    private var wasConnected = false
+    /// Tokens waiting for a capture's result.
+    private var waiters: [String: [Int]] = [:]
+    /// Commands that wait for the microphone or the operator session.
+    private var deferred: [(token: Int, command: Command, freshId: String, deadlineMs: Int64)] = []
+    /// Replies being followed, with the time they are given up.
+    public private(set) var replies: [String: Int64] = [:]
+    /// Captures whose relay is still finishing after a cancel: their results are ignored.
+    private var abandoned: Set<String> = []
+
+    public init(settings: Settings = Settings(), chosenSession: String? = nil) {
+        self.settings = settings
+        self.chosenSession = chosenSession
+    }
+
+    public var activeCaptureId: String? { phase.captureId }
+    /// The session turns go to now (the chosen one, else the gateway's main).
+    public var currentSession: String? { chosenSession ?? mainSessionKey }
+    public var isIdle: Bool { if case .idle = phase { return true }; return false }
+
+    /// The earliest time a tick has something to do.
+    public var nextDeadlineMs: Int64? {
+        var d: [Int64] = deferred.map(\.deadlineMs) + Array(replies.values)
+        if case .capturing(let c) = phase { d.append(c.capAtMs) }
+        return d.min()
+    }
+
+    /// New settings (config reload, the gateway's silence timeout, wake on or off); a capture
+    /// in progress keeps the endpointer it started with.
+    public mutating func replaceSettings(_ s: Settings) { settings = s }
+
+    // MARK: the step
+
+    public mutating func handle(_ input: Input, nowMs: Int64) -> [Action] {
+        var out: [Action] = []
+        switch input {
+        case .command(let command, let token, let freshId):
+            command_(command, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+        case .frame(let frame, let speaker):
+            frame_(frame, speaker: speaker, nowMs: nowMs, out: &out)
+        case .microphone(let state):
+            if case .unavailable(let why) = state, let id = activeCaptureId, microphone == .live {
+                out.append(.log(.warning, "talk", "microphone lost during capture \(id): \(why)"))
+            }
+            microphone = state
+            retryDeferred(nowMs: nowMs, out: &out)
+        case .operatorState(let connected, let main):
+            operator_(connected: connected, main: main, nowMs: nowMs, out: &out)
+        case .wakeHeard(let phrase, let triggers, let routed, let freshId):
+            wake_(phrase: phrase, triggers: triggers, routed: routed, freshId: freshId, nowMs: nowMs, out: &out)
+        case .relayFinished(let id, let finished):
+            relayFinished(id: id, finished, nowMs: nowMs, out: &out)
+        case .delivered(let id, let status, let key):
+            if status == .notQueued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
+            if case .ending(let c) = phase, c.id == id {
+                if case .wake = c.kind { lastWakeSendAtMs = nowMs; out.append(.markWakeSent) }
+                // The transcript was recorded with the delivery; resolve with it.
+                resolve(id, PTTResult(captureId: id, transcript: pendingTranscript, status: status), out: &out)
+            }
+        case .switchSession(let key, let reason):
+            interrupt(reason: reason, out: &out)
+            chosenSession = key
+            out.append(.persistSession(key))
+        case .interrupt(let reason):
+            interrupt(reason: reason, out: &out)
+        case .bargeInPosition(let ms):
+            pendingInterruption = String(format: "Assistant speech interrupted at %.1fs.", ms / 1000)
+            out.append(.log(.info, "talk", "barge-in: \(pendingInterruption ?? "")"))
+        case .chat(let runId, let final):
+            guard replies[runId] != nil else { break }
+            out.append(.feedReply(runId: runId))
+            if final { replies.removeValue(forKey: runId) }
+        case .followReply(let runId):
+            follow(runId: runId, nowMs: nowMs, out: &out)
+        case .turnSent(let key, let runId):
+            if key != runId, let deadline = replies.removeValue(forKey: key) {
+                replies[runId] = deadline
+                out.append(.rekeyReply(from: key, to: runId))
+            }
+        case .tick:
+            tick(nowMs: nowMs, out: &out)
+        }
+        if let d = nextDeadlineMs { out.append(.wakeAt(d)) }
+        return out
+    }
+
+    /// The transcript of the turn being delivered, for its result.
+    private var pendingTranscript: String?
+
+    // MARK: commands
+
+    private mutating func command_(_ command: Command, token: Int, freshId: String, nowMs: Int64, out: inout [Action]) {
+        switch command {
+        case .start:
+            switch phase {
+            case .capturing(let c), .ending(let c):
+                out.append(.answer(token: token, .captureId(c.id)))
+            case .idle:
+                if deferred.contains(where: { $0.command == .start || $0.command == .once }) {
+                    out.append(.answer(token: token, .failed(.alreadyStarting)))
+                } else {
+                    begin(.start, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+                }
+            }
+        case .once:
+            switch phase {
+            case .capturing(let c), .ending(let c):
+                out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .busy))))
+            case .idle:
+                if let d = deferred.first(where: { $0.command == .start || $0.command == .once }) {
+                    out.append(.answer(token: token, .result(PTTResult(captureId: d.freshId, status: .busy))))
+                } else {
+                    begin(.once, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+                }
+            }
+        case .stop:
+            switch phase {
+            case .idle:
+                if let i = deferred.firstIndex(where: { $0.command == .start || $0.command == .once }) {
+                    // Stopped before it could start: nothing was captured.
+                    let d = deferred.remove(at: i)
+                    let r = PTTResult(captureId: d.freshId, status: .empty)
+                    out.append(.answer(token: d.token, d.command == .start ? .captureId(d.freshId) : .result(r)))
+                    out.append(.answer(token: token, .result(r)))
+                } else {
+                    out.append(.answer(token: token, .result(PTTResult(captureId: freshId, status: .idle))))
+                }
+            case .capturing(let c):
+                waiters[c.id, default: []].append(token)
+                end(c, reason: "stop", out: &out)
+            case .ending(let c):
+                waiters[c.id, default: []].append(token)
+            }
+        case .cancel:
+            switch phase {
+            case .idle:
+                if let i = deferred.firstIndex(where: { $0.command == .start || $0.command == .once }) {
+                    let d = deferred.remove(at: i)
+                    let r = PTTResult(captureId: d.freshId, status: .cancelled)
+                    out.append(.answer(token: d.token, d.command == .start ? .captureId(d.freshId) : .result(r)))
+                    out.append(.answer(token: token, .result(r)))
+                } else {
+                    out.append(.answer(token: token, .result(PTTResult(captureId: freshId, status: .idle))))
+                }
+            case .capturing(let c), .ending(let c):
+                discard(c, reason: "cancelled", out: &out)
+                out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .cancelled))))
+            }
+        }
+    }
+
+    /// Why a capture cannot open now, or nil.
+    private func notReady() -> PTTError? {
+        if !operatorConnected { return .gatewayNotConnected("reconnecting") }
+        if case .unavailable(let why) = microphone { return .microphone(why) }
+        return nil
+    }
+
+    private mutating func begin(_ command: Command, token: Int, freshId: String, nowMs: Int64, out: inout [Action]) {
+        if notReady() != nil {
+            // The microphone or the operator session may be a moment behind the node session.
+            deferred.append((token, command, freshId, nowMs + settings.partsWaitMs))
+            return
+        }
+        let once = command == .once
+        open(id: freshId, kind: once ? .once : .hold, session: currentSession, nowMs: nowMs, leading: .preRoll, out: &out)
+        if once { waiters[freshId, default: []].append(token) } else { out.append(.answer(token: token, .captureId(freshId))) }
+    }
+
+    private mutating func retryDeferred(nowMs: Int64, out: inout [Action]) {
+        guard !deferred.isEmpty, notReady() == nil, isIdle else { return }
+        let d = deferred.removeFirst()
+        begin(d.command, token: d.token, freshId: d.freshId, nowMs: nowMs, out: &out)
+    }
+
+    private mutating func open(id: String, kind: Kind, session: String?, nowMs: Int64, leading: Leading, out: inout [Action]) {
+        let endpointer: Endpointer
+        let capMs: Int
+        switch kind {
+        case .hold:
+            capMs = settings.captureMaxMs
+            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
+        case .once:
+            capMs = settings.onceMaxMs
+            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
+        case .wake:
+            capMs = settings.wakeMaxCaptureMs
+            endpointer = Endpointer(silenceTimeoutMs: settings.wakeSilenceAfterSpeechMs, maxCaptureMs: capMs)
+        }
+        let c = Capture(id: id, kind: kind, sessionKey: session, startedAtMs: nowMs, endpointer: endpointer,
+                        capAtMs: nowMs + Int64(capMs) + settings.capSlackMs)
+        phase = .capturing(c)
+        // A new capture silences the assistant; no interruption is recorded (iPhone behaviour).
+        out.append(.stopSpeech)
+        out.append(.openCapture(id: id, sessionKey: session, leading: leading))
+        out.append(.resetWake)
+        let what: String
+        switch kind {
+        case .hold: what = ""
+        case .once: what = " (once)"
+        case .wake(let phrase, _): what = " (wake: \(phrase))"
+        }
+        out.append(.log(.info, "talk", "capture \(id) started\(what)"))
+    }
+
+    private mutating func end(_ c: Capture, reason: String, out: inout [Action]) {
+        phase = .ending(c)
+        out.append(.finishCapture(id: c.id))
+        if reason != "stop" { out.append(.log(.info, "talk", "capture \(c.id) ends: \(reason)")) }
+    }
+
+    private mutating func discard(_ c: Capture, reason: String, out: inout [Action]) {
+        // An ending capture's relay result is still on its way: it is ignored when it comes.
+        if case .ending = phase { abandoned.insert(c.id) }
+        out.append(.cancelCapture(id: c.id))
+        if case .wake = c.kind { out.append(.wakeOutcome("cancelled")) }
+        phase = .idle
+        pendingTranscript = nil
+        resolveWaiters(c.id, PTTResult(captureId: c.id, status: .cancelled), out: &out)
+        out.append(.log(.info, "talk", "capture \(c.id) \(reason)"))
+    }
+
+    private mutating func resolve(_ id: String, _ result: PTTResult, out: inout [Action]) {
+        if case .ending(let c) = phase, c.id == id, case .wake = c.kind { out.append(.wakeOutcome(result.status.rawValue)) }
+        if phase.captureId == id { phase = .idle }
+        pendingTranscript = nil
+        resolveWaiters(id, result, out: &out)
+    }
+
+    private mutating func resolveWaiters(_ id: String, _ result: PTTResult, out: inout [Action]) {
+        for t in waiters.removeValue(forKey: id) ?? [] { out.append(.answer(token: t, .result(result))) }
+    }
+
+    // MARK: frames
+
+    private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, nowMs: Int64, out: inout [Action]) {
+        switch phase {
+        case .capturing(var c):
+            // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
+            let chimeAudible: Bool
+            if case .wake = c.kind, !settings.headset { chimeAudible = speaker.audible(tailMs: settings.speakerTailMs) } else { chimeAudible = false }
+            let heard = chimeAudible ? PCMBuffer(format: frame.format, samples: [Int16](repeating: 0, count: frame.samples.count)) : frame
+            var event = c.endpointer.feed(heard)
+            if case .wake = c.kind, event == nil, !c.endpointer.speechHeard,
+               c.endpointer.elapsedMilliseconds >= Double(settings.wakeTriggerOnlyMs) {
+                event = .endOfUtterance(reason: .silence)  // only the trigger was heard
+            }
+            phase = .capturing(c)
+            out.append(.appendFrame(id: c.id, frame))
+            if case .endOfUtterance(let reason)? = event, !c.kind.isHold || reason == .maxDuration {
+                // `once` and wake end on silence after speech; a held capture only at its hard cap.
+                end(c, reason: "\(reason)", out: &out)
+            }
+        case .ending:
+            out.append(.listen(frame, wake: false))  // pre-roll only: no wake until the turn is out
+        case .idle:
+            let audible = speaker.audible(tailMs: settings.headset ? 0 : settings.speakerTailMs)
+            if audible {
+                if settings.headset {
+                    if settings.interruptOnSpeech { bargeIn(frame, out: &out) }
+                } else {
+                    // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
+                    gatedFrames += 1
+                    out.append(.gated)
+                    return
+                }
+            } else {
+                bargeVoiceMs = 0
+            }
+            out.append(.listen(frame, wake: wakeListens(speaking: audible, nowMs: nowMs)))
+        }
+    }
+
+    /// Whether the wake detector hears this idle frame.
+    private func wakeListens(speaking: Bool, nowMs: Int64) -> Bool {
+        guard settings.wakeEnabled, deferred.isEmpty else { return false }
+        if speaking && !(settings.headset && settings.interruptOnSpeech) { return false }
+        if let t = lastWakeSendAtMs, nowMs - t < settings.wakeDebounceMs { return false }
+        return true
+    }
+
+    /// Sustained voice while the assistant speaks into a headset stops it, and the next prompt says where.
+    private mutating func bargeIn(_ frame: PCMBuffer, out: inout [Action]) {
+        let dbfs = 20 * log10(max(frame.rms, 1e-5))
+        let ms = Int(frame.durationMilliseconds.rounded())
+        bargeVoiceMs = dbfs >= settings.bargeInLevelDbfs ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
+        guard bargeVoiceMs >= settings.bargeInMs else { return }
+        bargeVoiceMs = 0
+        bargeIns += 1
+        generation += 1
+        out.append(.measureBargeIn)
+        out.append(contentsOf: closeAllReplies())
+        out.append(.stopSpeech)
+    }
+
+    private mutating func closeAllReplies() -> [Action] {
+        let runs = replies.keys.sorted()
+        replies.removeAll()
+        return runs.map { .closeReply(runId: $0) } + [.closeReplies]
+    }
+
+    // MARK: wake
+
+    private mutating func wake_(phrase: String, triggers: [String], routed: String?, freshId: String, nowMs: Int64, out: inout [Action]) {
+        guard isIdle, deferred.isEmpty else {
+            out.append(.wakeOutcome("busy"))
+            return
+        }
+        if let e = notReady() {
+            out.append(.wakeOutcome("failed: \(e)"))
+            out.append(.resetWake)
+            out.append(.log(.warning, "wake", "no capture after \"\(phrase)\": \(e)"))
+            return
+        }
+        out.append(.wakeOutcome("capturing"))
+        open(id: freshId, kind: .wake(phrase: phrase, triggers: triggers), session: routed ?? currentSession,
+             nowMs: nowMs, leading: .wakeLookback, out: &out)
+        out.append(.playChime)
+    }
+
+    // MARK: results
+
+    private mutating func relayFinished(id: String, _ f: Finished, nowMs: Int64, out: inout [Action]) {
+        if abandoned.remove(id) != nil { return }
+        guard case .ending(let c) = phase, c.id == id else { return }
+        switch f.outcome {
+        case .transcript(let text?) where !text.isEmpty:
+            var message = text
+            if case .wake(let phrase, let triggers) = c.kind {
+                // The trigger words are not part of the command; too little left is no command.
+                message = WakeListener.command(from: text, triggers: [phrase] + triggers)
+                guard message.count >= settings.wakeMinCommandCharacters else {
+                    out.append(.log(.info, "talk", "wake capture \(id): nothing after the trigger in \"\(text)\""))
+                    resolve(id, PTTResult(captureId: id, transcript: message, status: .empty), out: &out)
+                    return
+                }
+            }
+            deliver(c, message: message, voiceNote: false, nowMs: nowMs, out: &out)
+            pendingTranscript = message
+        case .transcript:
+            resolve(id, PTTResult(captureId: id, status: .empty), out: &out)
+        case .unavailable(let why):
+            // No transcription here or at the gateway: the voice note is the whole message.
+            guard f.audioMs >= 200, f.hasVoiceNote else {
+                resolve(id, PTTResult(captureId: id, status: .empty), out: &out)
+                return
+            }
+            out.append(.log(.info, "talk", "sending capture \(id) as a voice note: \(why)"))
+            deliver(c, message: "", voiceNote: true, nowMs: nowMs, out: &out)
+        }
+    }
+
+    private mutating func deliver(_ c: Capture, message: String, voiceNote: Bool, nowMs: Int64, out: inout [Action]) {
+        var message = message
+        if let prefix = pendingInterruption {
+            // The iPhone's TalkPromptBuilder: tell the agent where it was cut off.
+            message = message.isEmpty ? prefix : prefix + "\n\n" + message
+            pendingInterruption = nil
+        }
+        // The idempotency key doubles as the run id until chat.send names another.
+        let key = "turn-" + c.id.lowercased()
+        // Follow the run before it is sent: its first deltas may arrive before the acknowledgement.
+        follow(runId: key, nowMs: nowMs, out: &out)
+        out.append(.deliver(id: c.id, message: message, voiceNote: voiceNote, sessionKey: c.sessionKey ?? currentSession,
+                            idempotencyKey: key))
+    }
+
+    private mutating func follow(runId: String, nowMs: Int64, out: inout [Action]) {
+        guard settings.speakReplies else { return }
+        replies[runId] = nowMs + settings.replyTimeoutMs
+        out.append(.followReply(runId: runId))
+    }
+
+    // MARK: sessions
+
+    private mutating func operator_(connected: Bool, main: String?, nowMs: Int64, out: inout [Action]) {
+        defer { wasConnected = connected }
+        operatorConnected = connected
+        if wasConnected && !connected {
+            interrupt(reason: "connection to the gateway lost", out: &out)
+            return
+        }
+        if connected, let key = main {
+            if let previous = mainSessionKey, previous != key, chosenSession == nil {
+                interrupt(reason: "the gateway's main session changed to \(key)", out: &out)
+            }
+            mainSessionKey = key
+        }
+        if connected { retryDeferred(nowMs: nowMs, out: &out) }
+    }
+
+    /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
+    private mutating func interrupt(reason: String, out: inout [Action]) {
+        generation += 1
+        switch phase {
+        case .capturing(let c), .ending(let c): discard(c, reason: "cancelled: \(reason)", out: &out)
+        case .idle: break
+        }
+        for d in deferred {
+            out.append(.answer(token: d.token, .failed(PTTError(code: "CANCELLED", message: reason))))
+        }
+        deferred.removeAll()
+        out.append(contentsOf: closeAllReplies())
+        out.append(.stopSpeech)
+    }
+
+    // MARK: time
+
+    private mutating func tick(nowMs: Int64, out: inout [Action]) {
+        if case .capturing(let c) = phase, nowMs >= c.capAtMs {
+            end(c, reason: "reached its time cap", out: &out)
+        }
+        let (due, waiting) = deferred.partitioned { $0.deadlineMs <= nowMs }
+        deferred = waiting
+        for d in due {
+            let e = notReady() ?? .gatewayNotConnected("timed out")
+            out.append(.answer(token: d.token, .failed(e)))
+        }
+        for (runId, deadline) in replies where deadline <= nowMs {
+            replies.removeValue(forKey: runId)
+            out.append(.closeReply(runId: runId))
+        }
+    }
+}
+
+extension Array {
+    /// (matching, rest), each in order.
+    func partitioned(_ matches: (Element) -> Bool) -> ([Element], [Element]) {
+        var a: [Element] = [], b: [Element] = []
+        for e in self { if matches(e) { a.append(e) } else { b.append(e) } }
+        return (a, b)
+    }
+}
