@@ -27,7 +27,7 @@ public actor GatewaySession {
     private var generation = 0
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
-    private var pending: [String: CheckedContinuation<JSONValue, any Error>] = [:]
+    private var pending: [String: PendingResponse] = [:]
     private var invokes: [String: Task<Void, Never>] = [:]
     private var pollTask: Task<Void, Never>?
     private var hello: HelloOk?
@@ -132,6 +132,12 @@ public actor GatewaySession {
 
     /// Sends a request on the live socket and waits for its response payload.
     public func request(_ method: String, params: JSONValue? = nil, timeoutMs: Int64? = nil) async throws -> JSONValue {
+        try await send(method, params: params, timeoutMs: timeoutMs).value()
+    }
+
+    /// Puts a request on the wire now and returns its response to await later: calls made one
+    /// after another from one task leave in that order, however many are in flight.
+    public func send(_ method: String, params: JSONValue? = nil, timeoutMs: Int64? = nil) throws -> PendingResponse {
         guard machine.phase == .connected, let socket else {
             throw GatewayRequestError.notConnected(status.detail)
         }
@@ -141,21 +147,20 @@ public actor GatewaySession {
         if text.utf8.count > limit { throw GatewayRequestError.tooLarge(bytes: text.utf8.count, limit: limit) }
         let timeout = timeoutMs ?? options.requestTimeoutMs
         let gen = generation
-        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<JSONValue, any Error>) in
-            pending[id] = cont
-            socket.send(.text(text))
-            if timeout > 0 {
-                Task { [weak self] in
-                    try? await Task.sleep(for: .milliseconds(timeout))
-                    await self?.expire(id, method: method, ms: timeout, generation: gen)
-                }
+        let response = PendingResponse()
+        pending[id] = response
+        socket.send(.text(text))
+        if timeout > 0 {
+            Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(timeout))
+                await self?.expire(id, method: method, ms: timeout, generation: gen)
             }
         }
+        return response
     }
 
     private func expire(_ id: String, method: String, ms: Int64, generation gen: Int) {
-        guard let cont = pending.removeValue(forKey: id) else { return }
-        cont.resume(throwing: GatewayRequestError.timedOut(method: method, ms: ms))
+        pending.removeValue(forKey: id)?.resolve(.failure(GatewayRequestError.timedOut(method: method, ms: ms)))
     }
 
     /// Fire-and-forget send on the current generation only.
@@ -370,7 +375,7 @@ public actor GatewaySession {
     private func failPending() {
         let all = pending
         pending.removeAll()
-        for (_, c) in all { c.resume(throwing: GatewayRequestError.disconnected) }
+        for (_, c) in all { c.resolve(.failure(GatewayRequestError.disconnected)) }
     }
 
     private func cancelInvokes() {
@@ -433,8 +438,8 @@ public actor GatewaySession {
                 log.log(.debug, component, "response for unknown request \(r.id); ignored")
                 return
             }
-            if r.ok { cont.resume(returning: r.payload ?? .null) }
-            else { cont.resume(throwing: GatewayRequestError.failed(r.error ?? ErrorShape(code: "UNKNOWN", message: "failed"))) }
+            if r.ok { cont.resolve(.success(r.payload ?? .null)) }
+            else { cont.resolve(.failure(GatewayRequestError.failed(r.error ?? ErrorShape(code: "UNKNOWN", message: "failed")))) }
         case .event(let e):
             perform(machine.handle(.inbound, nowMs: nowMs))
             guard machine.phase == .connected else { return }
@@ -514,5 +519,33 @@ public actor GatewaySession {
     /// Sends a `node.event` (node role only).
     public func sendNodeEvent(_ event: String, payload: JSONValue) async throws -> JSONValue {
         try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
+    }
+}
+
+/// A response on its way: resolved once by the session, awaited by whoever sent the request.
+public final class PendingResponse: Sendable {
+    private let state = Mutex<(result: Result<JSONValue, any Error>?, waiters: [CheckedContinuation<JSONValue, any Error>])>((nil, []))
+    public init() {}
+
+    /// Settles the response (only the first call counts) and wakes whoever waits.
+    public func resolve(_ result: Result<JSONValue, any Error>) {
+        let waiters = state.withLock { s -> [CheckedContinuation<JSONValue, any Error>] in
+            guard s.result == nil else { return [] }
+            s.result = result
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in waiters { w.resume(with: result) }
+    }
+
+    public func value() async throws -> JSONValue {
+        try await withCheckedThrowingContinuation { c in
+            let done = state.withLock { s -> Result<JSONValue, any Error>? in
+                if let r = s.result { return r }
+                s.waiters.append(c)
+                return nil
+            }
+            if let done { c.resume(with: done) }
+        }
     }
 }

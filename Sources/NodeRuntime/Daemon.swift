@@ -356,6 +356,10 @@ struct LateOperatorChannel: OperatorChannel {
     func connected() async -> Bool { await box.withLock({ $0 })?.isConnected ?? false }
     func advertisedMethods() async -> [String] { await box.withLock({ $0 })?.advertisedMethods() ?? [] }
     func mainSessionKey() async -> String? { await box.withLock({ $0 })?.mainSessionKey() }
+    func send(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> PendingResponse {
+        guard let s = box.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
+        return try await s.send(method, params: params, timeoutMs: timeoutMs)
+    }
 }
 
 /// `audio devices` as JSON: sources and sinks with their names.

@@ -81,6 +81,11 @@ enum Schema {
         );
         CREATE INDEX cached_messages_id ON cached_messages(gateway, message_id);
         """,
+        // v4: the chat session this node talks to on each gateway (`clawvoice session use`), kept
+        // across restarts; NULL means the gateway's main session.
+        """
+        ALTER TABLE gateways ADD COLUMN current_session_key TEXT;
+        """,
     ]
 
     /// The version this build writes; a file with a higher version came from a newer clawvoice.

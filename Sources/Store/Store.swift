@@ -186,6 +186,17 @@ public final class ClawStore: @unchecked Sendable {
         try updateGateway(gateway, "UPDATE gateways SET main_session_key = ? WHERE name = ?", [.text(key)])
     }
 
+    /// The chat session chosen for `gateway` (`clawvoice session use`); nil: its main session.
+    public func setCurrentSession(gateway: String, key: String?) throws(StoreError) {
+        try updateGateway(gateway, "UPDATE gateways SET current_session_key = ? WHERE name = ?", [.text(key)])
+    }
+
+    public func currentSession(gateway: String) throws(StoreError) -> String? {
+        try locked { db throws(StoreError) in
+            try db.query("SELECT current_session_key FROM gateways WHERE name = ?", [.text(gateway)]) { $0.text(0) }.first ?? nil
+        }
+    }
+
     private func updateGateway(_ name: String, _ sql: String, _ values: [SQLiteValue]) throws(StoreError) {
         try locked { db throws(StoreError) in
             guard try db.run(sql, values + [.text(name)]) > 0 else { throw .unknownGateway(name) }
@@ -312,11 +323,17 @@ public final class ClawStore: @unchecked Sendable {
     }
 
     /// Creates the database file 0600 before SQLite opens it, so it is never readable by
-    /// others even for a moment under a permissive umask.
+    /// others even for a moment under a permissive umask. An existing file is only chmod'ed,
+    /// never opened: closing any descriptor of a database file drops every POSIX lock this
+    /// process holds on it, including those of a connection that is already open (SQLite
+    /// documents this as a corruption hazard), so only a file that did not exist is opened.
     private static func createPrivateFile(_ path: String) throws(StoreError) {
-        let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .permissions(path: path, reason: errnoText()) }
-        close(fd)
+        let fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            close(fd)
+        } else if errno != EEXIST {
+            throw .permissions(path: path, reason: errnoText())
+        }
         try chmod(path, 0o600)
     }
 

@@ -13,6 +13,18 @@ public protocol OperatorChannel: Sendable {
     func advertisedMethods() async -> [String]
     /// The gateway's main session key, when it named one.
     func mainSessionKey() async -> String?
+    /// Puts a request on the wire and returns its response to await later; requests sent one
+    /// after another from one task leave in that order.
+    func send(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> PendingResponse
+}
+
+extension OperatorChannel {
+    /// Channels without pipelining answer each request before the next leaves: still in order.
+    public func send(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> PendingResponse {
+        let r = PendingResponse()
+        do { r.resolve(.success(try await request(method, params: params, timeoutMs: timeoutMs))) } catch { r.resolve(.failure(error)) }
+        return r
+    }
 }
 
 extension GatewaySession: OperatorChannel {

@@ -92,6 +92,11 @@ public actor RelayUplink {
                 fail("talk.session.create returned no session id")
                 return
             }
+            if failure != nil {
+                // Cancelled while the session was being created: close it, or it is left open.
+                _ = try? await channel.request(GatewayMethod.talkSessionClose, params: ["sessionId": .string(i.sessionId)], timeoutMs: 2_000)
+                return
+            }
             switch i.inputEncoding {
             case .oggOpus:
                 encoder = .ogg(try OggOpusPacketWriter(sampleRateHz: 16_000, channels: 1, bitrate: opusBitrate, complexity: opusComplexity,
@@ -176,29 +181,47 @@ public actor RelayUplink {
         pump()
     }
 
+    /// One sender per stream: calls go on the wire strictly in queue order, up to
+    /// `maxInFlight` of them awaiting their responses at once.
     private func pump() {
-        while inFlight < limits.maxInFlight, !queue.isEmpty, failure == nil {
-            let call = queue.removeFirst()
-            inFlight += 1
-            maxInFlightSeen = max(maxInFlightSeen, inFlight)
-            sentCalls.append((call.timestamp, call.audioBase64.count))
-            lastSendAt = ContinuousClock.now
-            Task {
-                do {
-                    _ = try await channel.request(GatewayMethod.talkSessionAppendAudio, params: try JSONValue(encoding: call), timeoutMs: 10_000)
-                    self.sent(nil)
-                } catch {
-                    self.sent(error)
-                }
-            }
+        if sending { return }
+        guard !queue.isEmpty, failure == nil else {
+            if inFlight == 0 && queue.isEmpty { wakeIdle() }
+            return
         }
-        if inFlight == 0 && queue.isEmpty { wakeIdle() }
+        sending = true
+        Task { await self.drain() }
     }
 
-    private func sent(_ error: (any Error)?) {
-        inFlight -= 1
-        if let error { fail("appendAudio failed: \(error)") }
-        pump()
+    private var sending = false
+
+    private func drain() async {
+        var window: [PendingResponse] = []
+        while failure == nil {
+            if !queue.isEmpty && window.count < limits.maxInFlight {
+                let call = queue.removeFirst()
+                inFlight += 1
+                maxInFlightSeen = max(maxInFlightSeen, inFlight)
+                sentCalls.append((call.timestamp, call.audioBase64.count))
+                lastSendAt = ContinuousClock.now
+                do {
+                    window.append(try await channel.send(GatewayMethod.talkSessionAppendAudio, params: try JSONValue(encoding: call),
+                                                         timeoutMs: 10_000))
+                } catch {
+                    inFlight -= 1
+                    fail("appendAudio failed: \(error)")
+                }
+            } else if !window.isEmpty {
+                let r = window.removeFirst()
+                do { _ = try await r.value() } catch { fail("appendAudio failed: \(error)") }
+                inFlight -= 1
+            } else {
+                break
+            }
+        }
+        inFlight -= window.count
+        sending = false
+        if inFlight == 0 && (queue.isEmpty || failure != nil) { wakeIdle() }
     }
 
     private func wakeIdle() {

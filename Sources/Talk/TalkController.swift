@@ -186,6 +186,7 @@ public actor TalkController {
         case .input(let input):
             await step(input)
         case .command(let command, let cont):
+            await sampleOperator()
             nextToken += 1
             answers[nextToken] = cont
             await step(.command(command, token: nextToken, freshId: UUID().uuidString))
@@ -203,9 +204,20 @@ public actor TalkController {
             published.withLock { $0.lastSpeech = report }
         case .timerFired:
             armedAtMs = nil
+            await sampleOperator()
             await step(.tick)
         }
         publish()
+    }
+
+    /// The operator session's state as the channel sees it now, fed to the machine when it
+    /// differs (the daemon also posts every change; tools and tests may not).
+    private func sampleOperator() async {
+        let connected = await channel.connected()
+        let main = connected ? await channel.mainSessionKey() : nil
+        if connected != machine.operatorConnected || (main != nil && main != machine.mainSessionKey) {
+            await step(.operatorState(connected: connected, mainSessionKey: main))
+        }
     }
 
     private func publish() {
@@ -231,6 +243,7 @@ public actor TalkController {
         var pending = [first]
         while !pending.isEmpty {
             let input = pending.removeFirst()
+            if case .wakeHeard = input { await sampleOperator() }
             for action in machine.handle(input, nowMs: nowMs) {
                 if let follow = await perform(action) { pending.append(follow) }
             }
@@ -455,7 +468,11 @@ extension TalkController {
     /// Posts `body` to run on the loop and waits until it has.
     nonisolated func onLoop<T: Sendable>(_ body: @escaping @Sendable (TalkController) async -> T) async -> T {
         await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
-            send(.call { talk in c.resume(returning: await body(talk)) })
+            send(.call { talk in
+                let value = await body(talk)
+                await talk.publish()  // what the caller reads next reflects what it just did
+                c.resume(returning: value)
+            })
         }
     }
 

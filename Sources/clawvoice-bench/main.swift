@@ -116,7 +116,8 @@ let speechOut = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: a
 var tc = TalkConfig()
 tc.speakReplies = false
 let talk = TalkController(channel: session, speech: speechOut, config: tc, log: .silent)
-let pump = Task { for await e in events { await talk.handle(e) } }
+let loop = Task { await talk.run() }
+let pump = Task { for await e in events { talk.handle(e) } }
 audio.start(feeding: talk)
 while audio.captureStatus != "running" { try await Task.sleep(for: .milliseconds(20)) }
 let micConn = PulseConnection(server: pulse.server, clientName: "bench-mic")
@@ -230,6 +231,7 @@ tap.stop()
 await reader.value
 audio.stop()
 pump.cancel()
+loop.cancel()
 await rig.close()
 micConn.close()
 tapConn.close()

@@ -139,7 +139,12 @@ struct TalkRig {
         let sender = outbox ? OutboxSender(store: store, gateway: "lb", channel: session, log: log.sink) : nil
         if let sender, startOutbox { await sender.start() }
         let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink, outbox: sender)
-        let pump = Task { for await e in events { await talk.handle(e) } }
+        let pump = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await talk.run() }
+                group.addTask { for await e in events { talk.handle(e) } }
+            }
+        }
         audio.start(feeding: talk)
         let mic = PulseConnection(server: TalkPulse.server, clientName: "talk-test-mic")
         let tap = PulseConnection(server: TalkPulse.server, clientName: "talk-test-tap")
