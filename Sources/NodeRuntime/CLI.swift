@@ -316,12 +316,13 @@ public enum CLI {
             }
             return try await PairingFlow.run(r, paths: paths, config: config, log: log, say: { say($0) })
         case "run":
-            // A restart request (the active gateway changed) rebuilds the node on the new gateway.
-            while true {
-                let daemon = try NodeDaemon(paths: paths, config: config, log: log)
-                guard try await daemon.run() else { return 0 }
-                log.log(.info, "daemon", "restarting on the active gateway")
-            }
+            // One daemon for the life of the process: a gateway switch rebuilds its link in place,
+            // SIGHUP reloads this config file.
+            let (flag, env) = (p.configFlag, environment)
+            let daemon = try NodeDaemon(paths: paths, config: config, log: log,
+                                        reload: { try RuntimePaths.load(configFlag: flag, environment: env).0 })
+            try await daemon.run()
+            return 0
         case "session":
             let action = p.positionals.first ?? "show"
             var request: JSONValue = ["cmd": "session"]

@@ -75,95 +75,100 @@ public enum GatewayNaming {
     }
 }
 
-/// The running node: both sessions, the control socket, until SIGINT/SIGTERM.
+/// What the daemon keeps for the active gateway: both sessions, the outbox and the transcript
+/// cache. Switching or forgetting a gateway replaces this in place; everything else runs on.
+final class GatewayScope: Sendable {
+    let record: GatewayRecord
+    let link: GatewayLink
+    let outbox: OutboxSender
+    let transcripts: TranscriptSync
+
+    init(record: GatewayRecord, link: GatewayLink, outbox: OutboxSender, transcripts: TranscriptSync) {
+        self.record = record
+        self.link = link
+        self.outbox = outbox
+        self.transcripts = transcripts
+    }
+}
+
+/// The running node. Each long-lived part is a service run under one supervisor (a task
+/// group): the talk loop, the microphone, the gateway scope, the event pump, the button.
+/// SIGTERM/SIGINT cancel them together (2 s at most); SIGHUP reloads the config; a gateway
+/// switch rebuilds the gateway scope in place.
 public final class NodeDaemon: Sendable {
     let paths: RuntimePaths
     let config: ClawConfig
     let log: LogSink
-    public let link: GatewayLink
     let store: ClawStore
     let startedAtMs = nowMs()
+    private let identity: DeviceIdentity
+    private let instanceId: String
+    private let timing: ConnectionTiming
+    private let reload: (@Sendable () throws -> ClawConfig)?
     private let control: Mutex<ControlSocketServer?> = Mutex(nil)
-    /// Set when the control socket asks for a rebuild (the active gateway changed).
-    public let restartRequested = Mutex(false)
     public let audio: LiveAudio
     public let talk: TalkController
     public let speech: SpeechOutput
-    /// The durable outbox for this gateway: turns go out over chat.send and leave once chat.history shows them.
-    public let outbox: OutboxSender
-    /// The transcript cache's writer, Listen and spoken system.notify; the last two share `speech`.
-    public let transcripts: TranscriptSync
     public let listen: ListenPlayer
     public let notifications: NotificationSpeaker
     let button: PTTButtonService?
+    let headsetKnown: Bool
+    private let operatorSession: Mutex<GatewaySession?>
+    /// Set in init and replaced on each switch; never nil after init.
+    private let scope = Mutex<GatewayScope?>(nil)
+    /// Whether a gateway is active (false after `gateways forget` of the active one).
+    private let active = Mutex(true)
     private let events: AsyncStream<(SessionRole, EventFrame)>
     private let eventSink: AsyncStream<(SessionRole, EventFrame)>.Continuation
+    private let switches: AsyncStream<String>
+    private let switchSink: AsyncStream<String>.Continuation
+    private let supervisor = Mutex<Task<Void, Never>?>(nil)
+
+    /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
+    private var currentScope: GatewayScope { scope.withLock { $0! } }
+    public var link: GatewayLink { currentScope.link }
+    public var outbox: OutboxSender { currentScope.outbox }
+    public var transcripts: TranscriptSync { currentScope.transcripts }
 
     public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming(),
-                pulseServer: String? = nil) throws {
+                pulseServer: String? = nil, reload: (@Sendable () throws -> ClawConfig)? = nil) throws {
         self.paths = paths
         self.config = config
         self.log = log
+        self.timing = timing
+        self.reload = reload
+        // One store for the life of the process: every part shares its one connection.
         store = try openStore(paths)
-        let (identity, instanceId) = try store.loadOrCreateIdentity()
+        (identity, instanceId) = try store.loadOrCreateIdentity()
         guard let record = try resolveActiveGateway(config: config, store: store) else {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
+        self.operatorSession = operatorSession
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
         let channel = LateOperatorChannel(box: operatorSession)
         let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
                                   config: NodeDaemon.speechConfig(config), log: log)
-        // Turns go through the durable outbox: written before talk.ptt.* answers `queued`.
-        let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
-        self.outbox = outbox
-        let talk = TalkController(channel: channel, speech: speech,
-                                  config: NodeDaemon.talkConfig(config, stateDir: paths.stateDir), log: log, outbox: outbox)
         self.speech = speech
+        // `session use` is remembered per gateway; the talk loop persists each switch there.
+        var talkConfig = NodeDaemon.talkConfig(config, stateDir: paths.stateDir)
+        talkConfig.sessionKey = (try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey
+        let (store, activeGateway) = (self.store, Mutex<String>(record.name))
+        let talk = TalkController(channel: channel, speech: speech, config: talkConfig, log: log, outbox: nil,
+                                  onSessionChange: { key in
+                                      let gateway = activeGateway.withLock { $0 }
+                                      do { try store.setCurrentSession(gateway: gateway, key: key) } catch {
+                                          log.log(.warning, "talk", "could not remember session \(key): \(error)")
+                                      }
+                                  })
+        self.activeName = activeGateway
         self.talk = talk
-        let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
-        let notifications = NotificationSpeaker(speech: speech)
-        self.transcripts = transcripts
         self.listen = ListenPlayer(speech: speech)
+        let notifications = NotificationSpeaker(speech: speech)
         self.notifications = notifications
-        let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(talk: talk, notifications: notifications), log: log, timing: timing)
-        self.link = link
-        operatorSession.withLock { $0 = link.operator }
-        // Replies of an outbox turn arrive under the run id its chat.send returned.
-        Task {
-            await outbox.observe { event in
-                if case .sent(let item, let runId) = event {
-                    Task { await talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId) }
-                }
-            }
-        }
-        // Queued turns go out as soon as the operator session (re)connects, not at the next poll.
-        link.onStatus { s in
-            if s.role == "operator" && s.state == .connected { Task { await outbox.nudge() } }
-        }
-        let (events, sink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
-        self.events = events
-        self.eventSink = sink
-        link.onEvent { role, e in sink.yield((role, e)) }
-        // Each time the operator session (re)connects, take the gateway's Talk settings.
-        link.onStatus { s in
-            if s.role == "operator" && s.state == .connected { Task { await talk.syncGatewayConfig(); await talk.syncWake() } }
-        }
-        // Losing the operator session, or the gateway naming another main session, is a session switch.
-        link.onStatus { s in
-            guard s.role == "operator" else { return }
-            Task { await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey) }
-        }
-        // ... and refresh the current session's cached history (after any reconnect, per the spec).
-        let historyStore = store
-        link.onStatus { s in
-            guard s.role == "operator" && s.state == .connected else { return }
-            Task {
-                let key = await talk.sessionKey ?? HistorySession.key(explicit: nil, config: config, store: historyStore, gateway: record.name)
-                _ = try? await transcripts.refresh(sessionKey: key)
-            }
-        }
+        headsetKnown = config.audio.headset != nil
+        (events, eventSink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
+        (switches, switchSink) = AsyncStream.makeStream(of: String.self)
         if let device = config.ptt.device {
             do {
                 button = try PTTButtonService(device: device, key: config.ptt.key,
@@ -184,7 +189,38 @@ public final class NodeDaemon: Sendable {
         } else {
             button = nil
         }
+        // The first scope, built now so `link` is there before `start` returns.
+        scope.withLock { $0 = makeScope(record) }
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
+    }
+
+    private let activeName: Mutex<String>
+
+    /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
+    private func makeScope(_ record: GatewayRecord) -> GatewayScope {
+        let channel = LateOperatorChannel(box: operatorSession)
+        let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
+        let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
+        let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
+                               commands: NodeCommands.registry(talk: talk, notifications: notifications),
+                               log: log, timing: timing)
+        let (talk, sink, store, config) = (self.talk, eventSink, self.store, self.config)
+        link.onEvent { role, e in sink.yield((role, e)) }
+        link.onStatus { s in
+            guard s.role == "operator" else { return }
+            // Losing the operator session, or the gateway naming another main session, is a session switch.
+            Task { await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey) }
+            guard s.state == .connected else { return }
+            // Queued turns go out at once; the gateway's Talk settings and the current history are read anew.
+            Task {
+                await outbox.nudge()
+                await talk.syncGatewayConfig()
+                await talk.syncWake()
+                let key = talk.sessionKey ?? HistorySession.key(explicit: nil, config: config, store: store, gateway: record.name)
+                _ = try? await transcripts.refresh(sessionKey: key)
+            }
+        }
+        return GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
     }
 
     static func speechConfig(_ c: ClawConfig) -> SpeechConfig {
@@ -210,18 +246,20 @@ public final class NodeDaemon: Sendable {
         return t
     }
 
-    /// Runs until SIGINT/SIGTERM (returns false) or a restart request (SIGHUP; returns true).
-    @discardableResult
-    public func run() async throws -> Bool {
+    /// `clawvoice run`: everything until SIGINT or SIGTERM; SIGHUP reloads the config.
+    public func run() async throws {
         try await start()
-        let signal = await waitForSignal()
+        let signals = SignalStream([SIGINT, SIGTERM, SIGHUP])
+        for await number in signals.stream {
+            if number == SIGHUP { reloadConfig(); continue }
+            log.log(.info, "daemon", "\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+            break
+        }
+        signals.cancel()
         await stop()
-        return signal == SIGHUP
     }
 
-    private let pump = Mutex<Task<Void, Never>?>(nil)
-
-    /// Starts everything: control socket, event pump, capture, button, gateway sessions.
+    /// Starts the control socket and the supervisor with every service.
     public func start(controlSocket: Bool = true) async throws {
         if controlSocket {
             let server = try ControlSocketServer(path: paths.controlSocket) { [weak self] request in
@@ -231,45 +269,130 @@ public final class NodeDaemon: Sendable {
             control.withLock { $0 = server }
             log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
         }
-        // One consumer keeps gateway events in order (chat deltas, transcripts).
-        let talk = self.talk
-        let events = self.events
-        // voicewake.* arrive on both sessions (the node session gets them first on connect).
-        pump.withLock { $0 = Task { for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { await talk.handle(e) } } }
-        // Wake words (config `wake`); triggers without a model are reported in status.
+        let task = Task { await self.supervise() }
+        supervisor.withLock { $0 = task }
+        // After the supervisor: enabling waits for the talk loop to take it.
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             wake.sensitivity = config.wake.sensitivity
             wake.chime = config.wake.chime
             await talk.enableWake(wake)
         }
-        audio.start(feeding: talk)
-        if config.audio.headset == nil {
-            // Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.
-            let (connection, sinkName, talk, log) = (audio.connection, config.audio.sink, self.talk, self.log)
-            Task {
-                guard (try? await connection.waitUntilReady(timeout: .seconds(10))) != nil,
-                      let sinks = try? await connection.sinks(),
-                      let sink = sinks.first(where: { sinkName == nil ? $0.isDefault : $0.name == sinkName }) else { return }
-                await talk.setHeadset(sink.isHeadset)
-                log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : "a loudspeaker: the microphone mutes while it speaks")")
-            }
-        }
-        do { try button?.start() } catch { log.log(.warning, "ptt", "\(error)") }
-        await outbox.start()
-        await link.start()
     }
 
+    /// The services, started and cancelled together.
+    private func supervise() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.talk.run() }
+            group.addTask { await self.audio.run(feeding: self.talk) }
+            group.addTask { await self.pumpEvents() }
+            group.addTask { await self.gatewayService() }
+            if !headsetKnown { group.addTask { await self.probeHeadset() } }
+            if let button { group.addTask { await Self.runButton(button, log: self.log) } }
+        }
+    }
+
+    /// Stops every service (2 s at most), then the control socket. The outbox is SQLite: what
+    /// was queued stays queued for the next start.
     public func stop() async {
         log.log(.info, "daemon", "stopping")
-        button?.stop()
         await talk.interrupt(reason: "daemon stopping")
-        audio.stop()
-        await outbox.stop()
-        await link.stop()
-        eventSink.finish()
-        pump.withLock { $0?.cancel() }
+        log.log(.debug, "daemon", "talk interrupted")
+        guard let task = supervisor.withLock({ $0 }) else { control.withLock { $0?.stop() }; return }
+        task.cancel()
+        // A task group would wait for the slow service too: race the two instead.
+        let finished = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let once = Mutex(false)
+            let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
+            Task { await task.value; finish(true) }
+            Task { try? await Task.sleep(for: .seconds(2)); finish(false) }
+        }
+        if !finished { log.log(.warning, "daemon", "a service did not stop within 2 s; exiting anyway") }
         control.withLock { $0?.stop() }
+    }
+
+    // MARK: services
+
+    /// Gateway events in order to the talk loop (chat deltas, transcripts); voicewake.* arrive on
+    /// both sessions (the node session gets them first on connect).
+    private func pumpEvents() async {
+        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { talk.handle(e) }
+    }
+
+    /// The active gateway's scope, rebuilt in place on every switch request until cancelled.
+    private func gatewayService() async {
+        var requests = switches.makeAsyncIterator()
+        var current: GatewayScope? = scope.withLock { $0 }
+        while !Task.isCancelled {
+            if let s = current {
+                activeName.withLock { $0 = s.record.name }
+                operatorSession.withLock { $0 = s.link.operator }
+                talk.use(outbox: s.outbox)
+                // Replies of an outbox turn arrive under the run id its chat.send returned.
+                let talk = self.talk
+                await s.outbox.observe { event in
+                    if case .sent(let item, let runId) = event { talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId) }
+                }
+                await s.outbox.start()
+                await s.link.start()
+            }
+            guard let reason = await requests.next() else { break }
+            log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
+            await talk.interrupt(reason: reason)
+            if let s = current {
+                await s.outbox.stop()
+                await s.link.stop()
+            }
+            do {
+                if let record = try store.activeGateway() {
+                    let next = makeScope(record)
+                    scope.withLock { $0 = next }
+                    current = next
+                    active.withLock { $0 = true }
+                    await talk.restoreSession((try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey)
+                    log.log(.info, "daemon", "gateway \(record.name) (\(record.url))")
+                } else {
+                    current = nil
+                    active.withLock { $0 = false }
+                    operatorSession.withLock { $0 = nil }
+                    log.log(.warning, "daemon", "no active gateway: pair one with `clawvoice pair` or pick one with `clawvoice gateways use NAME`")
+                }
+            } catch {
+                log.log(.error, "daemon", "the gateway list cannot be read: \(error)")
+            }
+        }
+        if let s = current {
+            await s.outbox.stop()
+            await s.link.stop()
+        }
+    }
+
+    /// Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.
+    private func probeHeadset() async {
+        guard (try? await audio.connection.waitUntilReady(timeout: .seconds(10))) != nil,
+              let sinks = try? await audio.connection.sinks(),
+              let sink = sinks.first(where: { config.audio.sink == nil ? $0.isDefault : $0.name == config.audio.sink }) else { return }
+        talk.setHeadset(sink.isHeadset)
+        log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : "a loudspeaker: the microphone mutes while it speaks")")
+    }
+
+    private static func runButton(_ button: PTTButtonService, log: LogSink) async {
+        do { try button.start() } catch { log.log(.warning, "ptt", "\(error)"); return }
+        await untilCancelled()
+        button.stop()
+    }
+
+    /// SIGHUP: read the config again and apply what can change while running.
+    private func reloadConfig() {
+        guard let reload else { log.log(.info, "daemon", "SIGHUP: no config file to reload"); return }
+        do {
+            let c = try reload()
+            talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
+            Task { await speech.update(config: NodeDaemon.speechConfig(c)) }
+            log.log(.info, "daemon", "SIGHUP: config reloaded")
+        } catch {
+            log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
+        }
     }
 
     func handle(_ request: JSONValue) async -> JSONValue {
@@ -283,11 +406,10 @@ public final class NodeDaemon: Sendable {
                 await talk.switchSession(to: key)
                 return ["ok": true, "sessionKey": .string(key)]
             }
-            return ["ok": true, "sessionKey": (await talk.sessionKey ?? link.record.mainSessionKey).map { .string($0) } ?? .null]
+            return ["ok": true, "sessionKey": .string(await historySessionKey(nil))]
         case "restart":
-            await talk.interrupt(reason: request["reason"]?.stringValue ?? "gateway switched")
-            restartRequested.withLock { $0 = true }
-            kill(getpid(), SIGHUP)
+            // The active gateway changed (`gateways use|forget`): rebuild its scope in place.
+            switchSink.yield(request["reason"]?.stringValue ?? "gateway switched")
             return ["ok": true]
         case "ptt":
             return await ptt(request["action"]?.stringValue ?? "")
@@ -310,12 +432,12 @@ public final class NodeDaemon: Sendable {
             let s = role == .node ? await link.node.currentStatus() : await link.operator.currentStatus()
             sessions[role.rawValue] = (try? JSONValue(encoding: s)) ?? .null
         }
-        let key = (try? store.gateway(named: link.record.name))??.mainSessionKey
+        let key: String? = await historySessionKey(nil)
         return ["ok": true, "version": .string(ClawvoiceVersion.current), "pid": .number(Double(getpid())),
                 "uptimeMs": .number(Double(nowMs() - startedAtMs)),
                 "gateway": ["name": .string(link.record.name), "url": .string(link.record.url)],
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
-                "capture": .string(audio.captureStatus), "ptt": .string(await talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
+                "capture": .string(audio.captureStatus), "ptt": .string(talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
                 "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
                 "button": button.map { .string($0.status.description) } ?? "off", "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
@@ -381,25 +503,31 @@ func devicesJSON(connection: PulseConnection) async -> JSONValue {
     }
 }
 
-/// Suspends until SIGINT, SIGTERM or SIGHUP (a restart request) and returns which.
-@discardableResult
-public func waitForSignal() async -> Int32 {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    signal(SIGHUP, SIG_IGN)
-    signal(SIGPIPE, SIG_IGN)
-    let signals = [SIGINT, SIGTERM, SIGHUP]
-    let sources = signals.map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-    let which = await withCheckedContinuation { (cont: CheckedContinuation<Int32, Never>) in
-        let once = Mutex(false)
-        for (s, number) in zip(sources, signals) {
-            s.setEventHandler {
-                let first = once.withLock { v -> Bool in defer { v = true }; return !v }
-                if first { cont.resume(returning: number) }
-            }
+/// Signals as a stream: the default action is off while it lives, so SIGTERM no longer kills
+/// the process before the services stop.
+final class SignalStream: Sendable {
+    let stream: AsyncStream<Int32>
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    init(_ numbers: [Int32]) {
+        let (stream, sink) = AsyncStream.makeStream(of: Int32.self)
+        self.stream = stream
+        signal(SIGPIPE, SIG_IGN)
+        var made: [any DispatchSourceSignal] = []
+        for n in numbers {
+            signal(n, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: n, queue: .global())
+            s.setEventHandler { sink.yield(n) }
             s.resume()
+            made.append(s)
         }
+        sources = Mutex(made)
     }
-    for s in sources { s.cancel() }
-    return which
+
+    func cancel() { sources.withLock { for s in $0 { s.cancel() }; $0 = [] } }
+}
+
+/// Suspends until the task is cancelled.
+func untilCancelled() async {
+    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
 }

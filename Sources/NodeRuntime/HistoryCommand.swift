@@ -16,8 +16,11 @@ import Talk
 /// talk.sessionKey, else the main session the gateway named in hello-ok, else "main" (which the
 /// gateway canonicalises), the same choice the talk turn makes.
 enum HistorySession {
+    /// The one current session: named here, else the one `session use` chose for this gateway
+    /// (kept in the store across restarts), else the config's, else the gateway's main session.
     static func key(explicit: String?, config: ClawConfig, store: ClawStore, gateway: String) -> String {
         if let k = explicit, !k.isEmpty { return k }
+        if let k = try? store.currentSession(gateway: gateway), !k.isEmpty { return k }
         if let k = config.talk.sessionKey, !k.isEmpty { return k }
         if let k = (try? store.gateway(named: gateway))??.mainSessionKey, !k.isEmpty { return k }
         return "main"

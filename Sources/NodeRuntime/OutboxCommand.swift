@@ -38,8 +38,8 @@ enum OutboxCommand {
         Fails with one line, and writes nothing, when 50 turns are already waiting.
 
         Options:
-          --session KEY   the chat session (default: talk.sessionKey from the config, else the
-                          gateway's main session)
+          --session KEY   the chat session (default: the current one, as `clawvoice session`
+                          shows it: `session use`, else talk.sessionKey, else the gateway's main)
         """, flags: ["--session": true], maxPositionals: 1)
 
     /// `clawvoice outbox [list [--json] | retry N | drop N]` for the active gateway.
@@ -86,7 +86,7 @@ enum OutboxCommand {
         }
         let store = try openStore(paths)
         let gateway = try activeGateway(config: config, store: store)
-        let session = p.flags["--session"] ?? config.talk.sessionKey ?? gateway.mainSessionKey ?? "main"
+        let session = HistorySession.key(explicit: p.flags["--session"], config: config, store: store, gateway: gateway.name)
         let item = try store.enqueueOutbox(gateway: gateway.name, sessionKey: session, message: text,
                                            idempotencyKey: UUID().uuidString.lowercased(), nowMs: nowMs())
         say("Queued turn \(item.seq) for \(gateway.name) (session \(session))\(daemonNote(paths)).")

@@ -49,45 +49,55 @@ public final class LiveAudio: Sendable {
     /// "running", "waiting for the sound server", … for `status`.
     public var captureStatus: String { state.withLock { $0.status } }
 
-    /// Starts the capture loop: frames go to `controller` in order; the microphone state follows the stream.
+    /// Starts the capture loop in a task of its own (tools and tests; the daemon runs `run`).
     public func start(feeding controller: TalkController) {
-        let task = Task { [self] in
-            var announcedFailure = false
-            while !Task.isCancelled {
-                let capture = PulseCapture(connection: connection, source: source)
-                capture.onStatusChange = { [state, log] status in
-                    state.withLock { $0.status = status.description }
-                    switch status {
-                    case .running: controller.setMicrophone(.live)
-                    case .waitingForServer: controller.setMicrophone(.unavailable("the sound server is not running"))
-                    case .failed(let why): controller.setMicrophone(.unavailable(why))
-                    default: break
-                    }
-                    if case .waitingForServer = status { log.log(.warning, "audio", "sound server gone; capture resumes when it is back") }
+        let task = Task { [self] in await run(feeding: controller) }
+        state.withLock { $0.task = task }
+    }
+
+    /// The capture loop until cancelled: frames go to `controller` in order; the microphone
+    /// state follows the stream; a failed or lost stream is opened again every 2 s.
+    public func run(feeding controller: TalkController) async {
+        var announcedFailure = false
+        while !Task.isCancelled {
+            let capture = PulseCapture(connection: connection, source: source)
+            capture.onStatusChange = { [state, log] status in
+                state.withLock { $0.status = status.description }
+                switch status {
+                case .running: controller.setMicrophone(.live)
+                case .waitingForServer: controller.setMicrophone(.unavailable("the sound server is not running"))
+                case .failed(let why): controller.setMicrophone(.unavailable(why))
+                default: break
                 }
-                state.withLock { $0.capture = capture }
-                do {
-                    try await capture.start()
-                    announcedFailure = false
-                    controller.setMicrophone(.live)
-                    log.log(.info, "audio", "capturing from \(source ?? "the default source")")
-                    for await frame in capture.frames {
-                        controller.micFrame(frame.pcm)
-                    }
-                    if Task.isCancelled { break }
-                } catch {
-                    state.withLock { $0.status = "unavailable: \(error)" }
-                    controller.setMicrophone(.unavailable("\(error)"))
-                    if !announcedFailure {
-                        log.log(.warning, "audio", "microphone unavailable: \(error); retrying every 2 s")
-                        announcedFailure = true
-                    }
+                if case .waitingForServer = status { log.log(.warning, "audio", "sound server gone; capture resumes when it is back") }
+            }
+            state.withLock { $0.capture = capture }
+            do {
+                try await capture.start()
+                announcedFailure = false
+                controller.setMicrophone(.live)
+                log.log(.info, "audio", "capturing from \(source ?? "the default source")")
+                // The frame stream does not end by itself on cancellation: stop the capture then.
+                await withTaskCancellationHandler {
+                    for await frame in capture.frames { controller.micFrame(frame.pcm) }
+                } onCancel: {
                     capture.stop()
                 }
-                try? await Task.sleep(for: .seconds(2))
+                if Task.isCancelled { break }
+            } catch {
+                state.withLock { $0.status = "unavailable: \(error)" }
+                controller.setMicrophone(.unavailable("\(error)"))
+                if !announcedFailure {
+                    log.log(.warning, "audio", "microphone unavailable: \(error); retrying every 2 s")
+                    announcedFailure = true
+                }
+                capture.stop()
             }
+            try? await Task.sleep(for: .seconds(2))
         }
-        state.withLock { $0.task = task }
+        let capture = state.withLock { s -> PulseCapture? in defer { s.capture = nil }; return s.capture }
+        capture?.stop()
+        playback.stop()
     }
 
     public func stop() {

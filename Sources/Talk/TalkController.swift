@@ -86,7 +86,7 @@ public actor TalkController {
     private let channel: any OperatorChannel
     private let speech: SpeechOutput
     private let log: LogSink
-    private let outbox: OutboxSender?
+    private var outbox: OutboxSender?
     private let onSessionChange: (@Sendable (String) -> Void)?
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
@@ -169,6 +169,7 @@ public actor TalkController {
             }
             group.cancelAll()
         }
+        log.log(.debug, "talk", "talk loop ended (cancelled: \(Task.isCancelled))")
     }
 
     private func takeJobs() -> [@Sendable () async -> Void] {
@@ -463,7 +464,16 @@ public actor TalkController {
 // MARK: the public face: each call posts to the inbox and, where it answers, waits.
 
 extension TalkController {
-    nonisolated func send(_ item: Item) { post.yield(item) }
+    /// Posts an item. Once the loop has ended (daemon stopping) nothing is left waiting: a
+    /// command is refused, a call runs on its own.
+    nonisolated func send(_ item: Item) {
+        guard case .terminated = post.yield(item) else { return }
+        switch item {
+        case .command(_, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
+        case .call(let body): Task { await body(self) }
+        default: break
+        }
+    }
 
     /// Posts `body` to run on the loop and waits until it has.
     nonisolated func onLoop<T: Sendable>(_ body: @escaping @Sendable (TalkController) async -> T) async -> T {
@@ -539,6 +549,16 @@ extension TalkController {
     /// The outbox sent a turn: replies come under its run id, which may differ from the key.
     public nonisolated func turnSent(idempotencyKey: String, runId: String) {
         send(.input(.turnSent(idempotencyKey: idempotencyKey, runId: runId)))
+    }
+
+    /// The durable outbox turns go through from now on (the daemon's changes with the gateway).
+    public nonisolated func use(outbox: OutboxSender?) { send(.call { await $0.setOutbox(outbox) }) }
+    private func setOutbox(_ o: OutboxSender?) { outbox = o }
+
+    /// A gateway switch: the session remembered for the new gateway becomes current (not persisted again).
+    public nonisolated func restoreSession(_ key: String?) async {
+        send(.input(.restoreSession(key)))
+        await barrier()
     }
 
     public nonisolated func update(config: TalkConfig) { send(.call { await $0.apply(config) }) }

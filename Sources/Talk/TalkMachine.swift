@@ -157,6 +157,8 @@ public struct TalkMachine: Sendable {
         case relayFinished(id: String, Finished)
         case delivered(id: String, PTTStatus, idempotencyKey: String)
         case switchSession(String, reason: String)
+        /// Another gateway's remembered session (nil: its main one) becomes current.
+        case restoreSession(String?)
         case interrupt(reason: String)
         /// The reply's position when a barge-in stopped it.
         case bargeInPosition(ms: Double)
@@ -293,6 +295,10 @@ public struct TalkMachine: Sendable {
             interrupt(reason: reason, out: &out)
             chosenSession = key
             out.append(.persistSession(key))
+        case .restoreSession(let key):
+            interrupt(reason: "gateway switched", out: &out)
+            chosenSession = key
+            mainSessionKey = nil
         case .interrupt(let reason):
             interrupt(reason: reason, out: &out)
         case .bargeInPosition(let ms):

@@ -54,7 +54,7 @@ private func startDaemon(_ env: inout CLIEnvironment, gateway: LoopbackGateway, 
                          sourceLocation: SourceLocation = #_sourceLocation) async throws -> (Spawned, [String: Any]?) {
     env.extra["CLAWVOICE_GATEWAY_URL"] = await gateway.url
     env.extra["CLAWVOICE_GATEWAY_TOKEN"] = token
-    let daemon = try env.spawn(["run"])
+    let daemon = try env.spawn(["--log-level", "debug", "run"])
     var last: [String: Any]?
     let up = try await eventually(.seconds(20)) {
         guard daemon.isRunning else { return true }
