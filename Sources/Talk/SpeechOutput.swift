@@ -235,10 +235,12 @@ public actor SpeechOutput {
             case .clip(let pcm, let provider, let format):
                 guard gen == generation else { return stoppedReport() }
                 do {
+                    let began = ContinuousClock.now
                     let finished = try await playOnSink(pcm)
+                    let done = finished && gen == generation
                     return SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
-                                        outcome: finished && gen == generation ? .finished : .stopped,
-                                        durationMs: pcm.durationMilliseconds)
+                                        outcome: done ? .finished : .stopped,
+                                        durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
                 } catch {
                     if gen != generation { return stoppedReport() }
                     fallbackReason = "playback failed: \(error)"
@@ -257,13 +259,22 @@ public actor SpeechOutput {
         do {
             let pcm = try await Self.synthesize(spoken, voice)
             guard gen == generation else { return stoppedReport() }
+            let began = ContinuousClock.now
             let finished = try await playOnSink(pcm)
-            return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason,
-                                outcome: finished && gen == generation ? .finished : .stopped, durationMs: pcm.durationMilliseconds)
+            let done = finished && gen == generation
+            return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason, outcome: done ? .finished : .stopped,
+                                durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
         } catch {
             log.log(.error, "speech", "espeak-ng could not speak: \(error)")
             return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason, outcome: .failed, durationMs: 0, error: "\(error)")
         }
+    }
+
+    /// How much of a clip was heard when it was stopped: the time it played, at most its length.
+    static func played(_ pcm: PCMBuffer, since began: ContinuousClock.Instant) -> Double {
+        let d = ContinuousClock.now - began
+        let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+        return min(ms, pcm.durationMilliseconds)
     }
 
     private func stoppedReport() -> SpeechReport {

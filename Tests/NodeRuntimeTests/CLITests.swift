@@ -364,3 +364,64 @@ private func requestIds(in text: String) -> [String] {
         #expect(data.count > 44 + 16_000, "the speaker recording holds the spoken reply")
     }
 }
+
+/// One daemon process across gateway and session switches (issue 10, defects 4 and 5).
+@Suite struct `One daemon across switches` {
+    /// The descriptors of `pid` that point at deleted files (a database reopened behind SQLite's back).
+    func deletedFiles(_ pid: Int32) -> [String] {
+        let dir = "/proc/\(pid)/fd"
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/" + $0) }
+            .filter { $0.hasSuffix("(deleted)") }
+    }
+
+    func connected(to name: String, _ env: CLIEnvironment) async throws -> Bool {
+        let s = try await statusJSON(env)
+        return bothConnected(s) && (s?["gateway"] as? [String: Any])?["name"] as? String == name
+    }
+
+    @Test func `gateways use rebuilds the link in place; send, session use and SIGTERM keep working`() async throws {
+        let a = try await startGateway(auth: .token("ta"), autoApprove: true)
+        let b = try await startGateway(auth: .token("tb"), autoApprove: true)
+        defer { Task { await a.stop(); await b.stop() } }
+        let env = try CLIEnvironment()
+        for (g, token, name) in [(a, "ta", "alpha"), (b, "tb", "beta")] {
+            let pair = try await env.run(["pair", "--url", await g.url, "--token", token, "--name", name, "--timeout", "20"], timeout: .seconds(25))
+            #expect(pair.status == 0, "\(pair)")
+        }
+        let daemon = try env.spawn(["--log-level", "debug", "run"])
+        #expect(try await eventually(.seconds(20)) { try await connected(to: "beta", env) }, "stderr:\n\(daemon.stderr)")
+
+        let use = try await env.run(["gateways", "use", "alpha"])
+        #expect(use.status == 0, "\(use)")
+        #expect(try await eventually(.seconds(20)) { try await connected(to: "alpha", env) }, "stderr:\n\(daemon.stderr)")
+        #expect(daemon.isRunning, "the switch happens in place, not by a restart")
+
+        // A typed turn queued now goes out to the new gateway, in the current session.
+        let session = try await env.run(["session", "use", "agent:main:kitchen"])
+        #expect(session.status == 0, "\(session)")
+        #expect((try await statusJSON(env))?["sessionKey"] as? String == "agent:main:kitchen")
+        let send = try await env.run(["send", "hello alpha"])
+        #expect(send.status == 0, "\(send)")
+        #expect(send.stdout.contains("agent:main:kitchen"), "\(send)")
+        let delivered = try await eventually(.seconds(10)) {
+            await a.requests(method: "chat.send").contains { $0.params?["message"]?.stringValue == "hello alpha" }
+        }
+        #expect(delivered, "stderr:\n\(daemon.stderr)")
+        let sent = await a.requests(method: "chat.send").first { $0.params?["message"]?.stringValue == "hello alpha" }
+        #expect(sent?.params?["sessionKey"]?.stringValue == "agent:main:kitchen")
+        #expect(deletedFiles(daemon.process.processIdentifier).isEmpty, "\(deletedFiles(daemon.process.processIdentifier))")
+
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit(.seconds(5)) == 0, "stderr:\n\(daemon.stderr)")
+
+        // The chosen session survives a restart, for this gateway.
+        let again = try env.spawn(["run"])
+        #expect(try await eventually(.seconds(20)) { try await connected(to: "alpha", env) }, "stderr:\n\(again.stderr)")
+        #expect((try await statusJSON(env))?["sessionKey"] as? String == "agent:main:kitchen")
+        let shown = try await env.run(["session"])
+        #expect(shown.stdout.contains("agent:main:kitchen"), "\(shown)")
+        again.signal(SIGINT)
+        #expect(await again.waitForExit(.seconds(5)) == 0, "stderr:\n\(again.stderr)")
+    }
+}

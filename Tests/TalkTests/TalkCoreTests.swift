@@ -1,0 +1,75 @@
+// The talk core's executors against real PulseAudio, libopus and the loopback gateway's
+// relay: the defects of the old controller (issue 10) where they cross the socket.
+
+import Audio
+import Foundation
+import GatewayProtocol
+import LoopbackGateway
+import Talk
+import Testing
+
+extension TalkAudio {
+@Suite struct TalkCoreTests {
+    /// Defect 1: a cancel that lands while the start is opening closes the relay session, and
+    /// the microphone goes back to pre-roll and wake (a later capture still gets frames).
+    @Test func `cancel right after start closes every relay session it opened`() async throws {
+        let rig = try await TalkRig.make()
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        for _ in 0..<12 {
+            async let started = rig.talk.start()
+            async let cancelled = rig.talk.cancel()
+            _ = try? await started
+            let r = await cancelled
+            #expect(r.status == .cancelled || r.status == .idle)
+            #expect(rig.talk.phase == .idle)
+        }
+        let allClosed = try await WakeTurnTests.waitFor(5) { await rig.gateway.relayRecords().allSatisfy(\.closed) }
+        let open = await rig.gateway.relayRecords().filter { !$0.closed }.count
+        #expect(allClosed, "\(open) relay sessions left open")
+        // Frames flow to a new capture at once.
+        let id = try await rig.talk.start()
+        try await Task.sleep(for: .milliseconds(400))
+        let end = await rig.talk.stop()
+        #expect(end.captureId == id)
+        let note = try #require(rig.talk.lastVoiceNote)
+        #expect(note.count > 100, "the capture after the cancels got audio")
+    }
+
+    /// Defect 3: with a 2 s pre-roll flushed at the start, relay calls still leave in order and
+    /// the Ogg stream decodes.
+    @Test func `relay calls of one capture leave in order with a long pre-roll`() async throws {
+        let rig = try await TalkRig.make(preRollMs: 2000, speakReplies: false)  // a spoken reply would gate the pre-roll
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        let words = try Signal.speech("one two three")
+        for round in 0..<4 {
+            let play = Task { try await rig.micPlayer.play(words) }
+            try await Task.sleep(for: .milliseconds(2100))  // the pre-roll fills with speech and silence
+            _ = try await rig.talk.start()
+            _ = try await play.value
+            try await Task.sleep(for: .milliseconds(300))
+            _ = await rig.talk.stop()
+            let record = try #require(await rig.gateway.relayRecords().last)
+            #expect(record.timestamps == record.timestamps.sorted(), "round \(round): \(record.timestamps)")
+            #expect(record.timestamps.first == 0, "round \(round): the pre-roll leads")
+            #expect(record.decodeError == nil, "round \(round): \(record.decodeError ?? "")")
+            #expect((record.decoded?.durationMilliseconds ?? 0) >= 1900, "round \(round): pre-roll and capture decoded")
+        }
+    }
+
+    /// Defect 6: speech cut short by a session switch reports what was heard, not the whole clip.
+    @Test func `speech cut by a session switch reports the length actually played`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        let text = "This is a long sentence that keeps going for quite a while so that it can be cut off in the middle by a session switch."
+        let speaking = Task { await rig.speech.speak(text, route: .local) }
+        try await Task.sleep(for: .milliseconds(1500))
+        await rig.talk.switchSession(to: "agent:main:kitchen")
+        let report = await speaking.value
+        #expect(report.outcome == .stopped)
+        #expect(report.durationMs > 500 && report.durationMs < 3000, "reported \(report.durationMs) ms")
+        #expect(rig.talk.sessionKey == "agent:main:kitchen")
+    }
+}
+}
