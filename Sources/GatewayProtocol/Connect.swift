@@ -159,13 +159,16 @@ public struct HelloOk: Sendable, Equatable {
     public var tickIntervalMs: Int
     public var raw: JSONValue
 
-    /// Only `type` and `protocol` are required: the official clients' own tests answer connect with
-    /// the minimal `{"type":"hello-ok","protocol":4}` (Rust `node_session.rs`), so a missing policy
-    /// means the default tick (30 s) and payload limit, and a missing `auth` an empty role (the
-    /// session knows which role it asked for).
+    /// Only `type` is required: the official clients' own tests answer connect with the minimal
+    /// `{"type":"hello-ok","protocol":4}` (Rust `node_session.rs`) or even a bare
+    /// `{"type":"hello-ok","auth":{…}}` (the ESP32 node's unit tests). A missing `protocol` is 0
+    /// (not stated), a missing policy the default tick (30 s) and payload limit, a missing
+    /// `auth.role` empty (the session knows which role it asked for).
     public init?(payload: JSONValue?) {
-        guard let p = payload, p["type"]?.stringValue == "hello-ok",
-              let proto = p["protocol"]?.intValue else { return nil }
+        guard let p = payload, p["type"]?.stringValue == "hello-ok" else { return nil }
+        // Present but not a whole number is a malformed answer, not a minimal one.
+        if let v = p["protocol"], v.intValue == nil { return nil }
+        let proto = p["protocol"]?.intValue ?? 0
         let policy = p["policy"]
         let tick = policy?["tickIntervalMs"]?.intValue.flatMap { $0 > 0 ? $0 : nil } ?? 30_000
         let auth = p["auth"]
