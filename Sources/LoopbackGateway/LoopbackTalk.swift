@@ -33,6 +33,8 @@ extension LoopbackGateway {
         case errorFallbackEligible
         /// `UNAVAILABLE` with `fallbackEligible: false` (`synthesis_failed`).
         case errorNotEligible
+        /// `UNAVAILABLE` with `fallbackEligible: false` (`invalid_audio_result`).
+        case errorInvalidAudioResult
     }
 
     /// One relay session as the gateway saw it.
@@ -177,6 +179,10 @@ extension LoopbackGateway {
         case .errorNotEligible:
             fail(req.id, ErrorShape(code: "UNAVAILABLE", message: "synthesis failed",
                                     details: ["reason": "synthesis_failed", "fallbackEligible": false]), to: conn.id)
+            return
+        case .errorInvalidAudioResult:
+            fail(req.id, ErrorShape(code: "UNAVAILABLE", message: "talk provider returned invalid audio",
+                                    details: ["reason": "invalid_audio_result", "fallbackEligible": false]), to: conn.id)
             return
         default:
             break

@@ -72,8 +72,8 @@ public enum CLI {
                 usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
                 details: """
                 Uses the running daemon when there is one, else connects by itself.
-                The gateway's clip plays when it can; espeak-ng speaks when the gateway has no voice, errors
-                with fallbackEligible, or sends audio that cannot be played.
+                The gateway's clip plays when it can; espeak-ng speaks when the gateway has no voice, answers
+                with any error (fallbackEligible or not), or sends audio that cannot be played.
 
                 Options:
                   --local          speak with espeak-ng only (no gateway)
