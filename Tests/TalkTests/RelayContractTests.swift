@@ -166,3 +166,16 @@ private struct RelayRig {
         #expect(SystemNotifyRequest.result == ["ok": true])
     }
 }
+
+@Suite struct TurnSessionTests {
+    @Test func `an invoked turn goes to the gateway-stamped session, else to the current one, else to main`() {
+        #expect(TurnSession.resolve(invoke: .value("agent:main:room"), current: "agent:main:desk", main: "agent:main:main") == "agent:main:room")
+        #expect(TurnSession.resolve(invoke: .null, current: "agent:main:desk", main: "agent:main:main") == "agent:main:desk")
+        #expect(TurnSession.resolve(invoke: .omitted, current: nil, main: "agent:main:main") == "agent:main:main")
+        #expect(TurnSession.resolve(invoke: nil, current: nil, main: "agent:main:main") == "agent:main:main")
+        #expect(TurnSession.resolve(invoke: .null, current: nil, main: nil) == nil)
+        // The nested key never reaches this decision: the decoded request does not carry it.
+        let r = NodeInvokeRequest(payload: ["id": "i", "command": "talk.ptt.once", "paramsJSON": #"{"sessionKey":"agent:evil:main"}"#])
+        #expect(TurnSession.resolve(invoke: r?.session, current: nil, main: "agent:main:main") == "agent:main:main")
+    }
+}
