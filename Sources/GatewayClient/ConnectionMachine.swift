@@ -92,9 +92,41 @@ public enum ConnectionAction: Sendable, Equatable {
     case paused(ConnectionProblem)
 }
 
+/// A connect rejected because the gateway cannot serve the offered protocol range, in any of the
+/// shapes gateways send: the current `{code:"PROTOCOL_MISMATCH", expectedProtocol, …}`, the
+/// released-v3 `details:{expectedProtocol:3}` with no `code`, or a `PROTOCOL_MISMATCH` that names
+/// no version. The rule for retrying is the official clients' (openclaw-gateway-client
+/// `is_expected_protocol_mismatch`): `details.expectedProtocol` must be given, and either
+/// `details.code` is `PROTOCOL_MISMATCH` or the message says "protocol mismatch".
+public struct ProtocolMismatch: Sendable, Equatable {
+    /// The version the gateway asks for, when it names one.
+    public var expectedProtocol: Int?
+
+    public init?(_ error: ErrorShape) {
+        let detail = error.detailCode
+        let expected = error.details?["expectedProtocol"]?.intValue.map(Int.init)
+        let saysMismatch = error.message.trimmingCharacters(in: .whitespacesAndNewlines).lowercased().contains("protocol mismatch")
+        if detail == "PROTOCOL_MISMATCH" || (detail == nil && saysMismatch && expected != nil) {
+            expectedProtocol = expected
+        } else {
+            return nil
+        }
+    }
+
+    /// Whether one retry with exactly `version`…`version` can help: the gateway named that version
+    /// and the rejection is recognisably a protocol mismatch.
+    public func permitsFallback(to version: Int) -> Bool { expectedProtocol == version }
+}
+
 public struct ConnectionMachine: Sendable {
     public private(set) var phase: ConnectionPhase = .idle
     public private(set) var signatureVersion: SignatureVersion = .v3
+    /// Set after a released-v3 gateway refused the first range: the next connect (on a fresh
+    /// socket, with a fresh challenge and signature) offers 3…3. Cleared when a session ends, so
+    /// the following reconnect offers the full range again and an upgraded gateway gets v4.
+    public private(set) var protocolFallback = false
+    /// Whether this role may fall back to protocol 3 (nodes only: operators need 4).
+    public var allowsLegacyProtocol = true
     public private(set) var tickIntervalMs: Int64
     public var timing: ConnectionTiming
     private var backoff: ReconnectBackoff
@@ -162,6 +194,7 @@ public struct ConnectionMachine: Sendable {
             return []
 
         case (.socketClosed(let code, let reason), .connected):
+            protocolFallback = false
             // libwebsockets 4.1 rewrites a received 1012–1015 to 1002 before we see it, so the
             // `shutdown` event that precedes the close is what marks an orderly restart.
             let restarting = code == 1012 || sawShutdown
@@ -184,6 +217,7 @@ public struct ConnectionMachine: Sendable {
         case (.socketFailed(let message, let permanent), .opening), (.socketFailed(let message, let permanent), .handshaking),
              (.socketFailed(let message, let permanent), .connected):
             let wasConnected = phase == .connected
+            if wasConnected { protocolFallback = false }
             var actions: [ConnectionAction] = wasConnected ? [.disconnected(reason: message)] : []
             if permanent {
                 let problem = ConnectionProblem(code: "TRANSPORT", summary: message,
@@ -215,6 +249,7 @@ public struct ConnectionMachine: Sendable {
             return []
         case (.poll, .connected):
             if nowMs - lastInboundMs > 2 * tickIntervalMs {
+                protocolFallback = false
                 let why = "no frame from the gateway for \(formatSeconds(nowMs - lastInboundMs)) (tick every \(formatSeconds(tickIntervalMs)))"
                 return [.closeSocket(code: 4000, reason: "tick timeout"), .disconnected(reason: why)]
                     + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
@@ -249,6 +284,16 @@ public struct ConnectionMachine: Sendable {
 
     private mutating func rejected(_ error: ErrorShape, nowMs: Int64, random: Double) -> [ConnectionAction] {
         let detail = error.detailCode ?? ""
+        if let mismatch = ProtocolMismatch(error) {
+            // One retry with 3…3 on a fresh socket, only for the shape the official node hosts
+            // retry on; a mismatch after that retry, or any other mismatch, needs a person.
+            if allowsLegacyProtocol && !protocolFallback && mismatch.permitsFallback(to: 3) {
+                protocolFallback = true
+                return [.closeSocket(code: 1000, reason: "retry protocol 3")]
+                    + wait(timing.quickRetryMs, nowMs: nowMs, reason: "gateway speaks protocol 3; retrying with 3", pairing: false)
+            }
+            return pause(ConnectionMachine.mismatchProblem(mismatch, fellBack: protocolFallback, legacyAllowed: allowsLegacyProtocol))
+        }
         if detail == "PAIRING_REQUIRED" || (error.code == "NOT_PAIRED" && detail != "DEVICE_IDENTITY_REQUIRED") {
             let since = pairingSinceMs ?? nowMs
             pairingSinceMs = since
@@ -287,6 +332,13 @@ public struct ConnectionMachine: Sendable {
         return [.closeSocket(code: 1000, reason: "rejected")] + retryWithBackoff(nowMs: nowMs, random: random, reason: "connect rejected: \(error)")
     }
 
+    static func mismatchProblem(_ m: ProtocolMismatch, fellBack: Bool, legacyAllowed: Bool) -> ConnectionProblem {
+        let expected = m.expectedProtocol.map(String.init) ?? "another version"
+        let ours = !legacyAllowed ? "4" : fellBack ? "3–4 (3 was tried on its own too)" : "3–4"
+        return ConnectionProblem(code: "PROTOCOL_MISMATCH", summary: "the gateway speaks protocol \(expected), this session speaks \(ours)",
+                                 nextStep: "update the gateway or clawvoice")
+    }
+
     /// Rejections that retrying cannot fix: one line saying what to change.
     public static func problem(for error: ErrorShape) -> ConnectionProblem? {
         let detail = error.detailCode ?? ""
@@ -307,8 +359,7 @@ public struct ConnectionMachine: Sendable {
         case "AUTH_SCOPE_MISMATCH":
             return p("the gateway refused the requested scopes", "approve the device's operator scopes with `openclaw devices list` / `openclaw devices approve ID`")
         case "PROTOCOL_MISMATCH":
-            let expected = error.details?["expectedProtocol"]?.intValue.map(String.init) ?? "?"
-            return p("the gateway speaks protocol \(expected), clawvoice speaks 3–4", "update the gateway or clawvoice")
+            if let m = ProtocolMismatch(error) { return mismatchProblem(m, fellBack: false, legacyAllowed: true) }
         case "DEVICE_IDENTITY_REQUIRED", "CONTROL_UI_DEVICE_IDENTITY_REQUIRED":
             return p("the gateway did not accept the device identity", "check that the gateway is an OpenClaw gateway and report this as a bug")
         case "DEVICE_AUTH_SIGNATURE_INVALID", "DEVICE_AUTH_DEVICE_ID_MISMATCH", "DEVICE_AUTH_PUBLIC_KEY_INVALID",

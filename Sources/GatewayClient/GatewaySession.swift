@@ -52,6 +52,7 @@ public actor GatewaySession {
         self.onStatus = onStatus
         self.onEvent = onEvent
         self.machine = ConnectionMachine(timing: options.timing)
+        self.machine.allowsLegacyProtocol = role == .node
         self.epoch = clock.now
         self.status = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .stopped, detail: "not started")
     }
@@ -256,21 +257,32 @@ public actor GatewaySession {
         connectRequestId = nil
     }
 
+    /// The credential for this attempt, in the order of the newest official clients (the Linux
+    /// app's `select_auth`, the Rust node host's `ConnectAuth::device_token`):
+    /// 1. a setup code not redeemed yet, with no shared token or password → `auth.bootstrapToken`
+    ///    (it wins over an old device token; spec §2.6 step 3);
+    /// 2. the stored device token of this gateway and role → `auth.deviceToken`, alone: the shared
+    ///    secret is not sent beside it, so revoking the device really locks it out;
+    /// 3. else the shared token → `auth.token` and/or the password → `auth.password`.
+    /// The signature binds `token ?? deviceToken ?? bootstrapToken`, i.e. whichever was sent.
     private func resolveAuth() -> (ConnectAuth, usedBootstrap: Bool) {
         let stored = try? store.token(gateway: endpoint.name, role: role.rawValue)
+        let auth = Self.auth(role: role, credentials: credentials, storedDeviceToken: stored?.token)
+        return (auth, auth.bootstrapToken != nil)
+    }
+
+    /// The pure part of `resolveAuth`, for tests.
+    public static func auth(role: SessionRole, credentials: GatewayCredentials, storedDeviceToken: String?) -> ConnectAuth {
         var auth = ConnectAuth()
-        var usedBootstrap = false
-        if let shared = credentials.sharedToken {
-            auth.token = shared
-        } else if role == .node, let bootstrap = credentials.bootstrapToken {
-            // A setup code that is still here has not been redeemed yet: it wins over a stored token.
+        if role == .node, let bootstrap = credentials.bootstrapToken, credentials.sharedToken == nil, credentials.password == nil {
             auth.bootstrapToken = bootstrap
-            usedBootstrap = true
-        } else if let stored {
-            auth.token = stored.token
+        } else if let stored = storedDeviceToken, !stored.isEmpty {
+            auth.deviceToken = stored
+        } else {
+            auth.token = credentials.sharedToken
+            auth.password = credentials.password
         }
-        if let password = credentials.password { auth.password = password }
-        return (auth, usedBootstrap)
+        return auth
     }
 
     private func sendConnect(_ challenge: ConnectChallenge, _ version: SignatureVersion) {
@@ -292,7 +304,7 @@ public actor GatewaySession {
             perform(machine.handle(.socketFailed(message: "could not sign the connect request: \(error)", permanent: true), nowMs: nowMs))
             return
         }
-        let range = ConnectParams.protocolRange(for: role)
+        let range = ConnectParams.protocolRange(for: role, protocolFallback: machine.protocolFallback)
         let params = ConnectParams(
             minProtocol: range.lowerBound, maxProtocol: range.upperBound, client: client,
             caps: isNode ? options.caps : nil, commands: isNode ? (commands?.declaredCommands ?? options.commands) : nil,
@@ -329,6 +341,7 @@ public actor GatewaySession {
             credentials.bootstrapToken = nil
         }
         if let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+        forgetSharedSecretIfDone()
         log.log(.info, component, "connected (gateway \(h.serverVersion), protocol \(h.protocolVersion), tick \(formatSeconds(Int64(h.tickIntervalMs))))")
         var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .connected,
                               detail: "connected to \(endpoint.url)")
@@ -336,6 +349,26 @@ public actor GatewaySession {
         s.mainSessionKey = h.mainSessionKey
         s.connectedAtMs = connectedAtMs
         publish(s)
+    }
+
+    /// Once this role got in with its device token and the other role has one too, the shared
+    /// gateway token and password have done their job: they leave SQLite and this session's memory,
+    /// unless the user asked to keep them (`gateway.keepSharedSecret`). Proving the device token
+    /// first means a failed token can never strand the node without its way back in.
+    private func forgetSharedSecretIfDone() {
+        guard !options.keepSharedSecret, sentAuth.deviceToken != nil,
+              credentials.sharedToken != nil || credentials.password != nil else { return }
+        let other: SessionRole = role == .node ? .operator : .node
+        guard (try? store.token(gateway: endpoint.name, role: other.rawValue)) != nil else { return }
+        credentials.sharedToken = nil
+        credentials.password = nil
+        do {
+            if try store.clearSharedSecret(gateway: endpoint.name) {
+                log.log(.info, component, "signed in with the device token; the shared gateway secret is no longer stored (set gateway.keepSharedSecret to keep it)")
+            }
+        } catch {
+            log.log(.warning, component, "could not remove the shared gateway secret from the store: \(error)")
+        }
     }
 
     private var trustedForHandoff: Bool {

@@ -49,6 +49,9 @@ public struct SessionOptions: Sendable {
     public var requestTimeoutMs: Int64 = 15_000
     public var maxMessageBytes: Int = 16 << 20
     public var pingIntervalSeconds: Int = 15
+    /// Keep the shared gateway token/password in the store after both roles signed in with
+    /// their device tokens (config `gateway.keepSharedSecret`). Off: they are removed.
+    public var keepSharedSecret = false
 
     public static let platform = "linux"
     public static let deviceFamily = "Linux"

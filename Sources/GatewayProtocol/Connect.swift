@@ -115,9 +115,12 @@ public struct ConnectParams: Sendable, Equatable, Codable {
         self.userAgent = userAgent
     }
 
-    /// The protocol range a role may ask for: nodes may still speak the legacy v3.
-    public static func protocolRange(for role: SessionRole) -> ClosedRange<Int> {
-        role == .node ? 3...4 : 4...4
+    /// The protocol range a role asks for first: nodes may still speak the legacy v3, so a node
+    /// offers 3…4 in one connect (accepted by v4 gateways and by released v3 ones, as the ESP32
+    /// node does). `protocolFallback` is the 3…3 retry after a released-v3 mismatch answer.
+    public static func protocolRange(for role: SessionRole, protocolFallback: Bool = false) -> ClosedRange<Int> {
+        if protocolFallback && role == .node { return 3...3 }
+        return role == .node ? 3...4 : 4...4
     }
 
     /// The keys a gateway accepts at the top level of connect params, for checks in tests and the loopback gateway.
@@ -156,25 +159,34 @@ public struct HelloOk: Sendable, Equatable {
     public var tickIntervalMs: Int
     public var raw: JSONValue
 
+    /// Only `type` is required: the official clients' own tests answer connect with the minimal
+    /// `{"type":"hello-ok","protocol":4}` (Rust `node_session.rs`) or even a bare
+    /// `{"type":"hello-ok","auth":{…}}` (the ESP32 node's unit tests). A missing `protocol` is 0
+    /// (not stated), a missing policy the default tick (30 s) and payload limit, a missing
+    /// `auth.role` empty (the session knows which role it asked for).
     public init?(payload: JSONValue?) {
-        guard let p = payload, p["type"]?.stringValue == "hello-ok",
-              let proto = p["protocol"]?.intValue,
-              let policy = p["policy"], let tick = policy["tickIntervalMs"]?.intValue,
-              let auth = p["auth"], let role = auth["role"]?.stringValue else { return nil }
+        guard let p = payload, p["type"]?.stringValue == "hello-ok" else { return nil }
+        // Present but not a whole number is a malformed answer, not a minimal one.
+        if let v = p["protocol"], v.intValue == nil { return nil }
+        let proto = p["protocol"]?.intValue ?? 0
+        let policy = p["policy"]
+        let tick = policy?["tickIntervalMs"]?.intValue.flatMap { $0 > 0 ? $0 : nil } ?? 30_000
+        let auth = p["auth"]
+        let role = auth?["role"]?.stringValue ?? ""
         protocolVersion = Int(proto)
         serverVersion = p["server"]?["version"]?.stringValue ?? "unknown"
         connId = p["server"]?["connId"]?.stringValue ?? ""
         methods = p["features"]?["methods"]?.arrayValue?.compactMap(\.stringValue) ?? []
         events = p["features"]?["events"]?.arrayValue?.compactMap(\.stringValue) ?? []
         mainSessionKey = p["snapshot"]?["sessionDefaults"]?["mainSessionKey"]?.stringValue
-        let handoff = (auth["deviceTokens"]?.arrayValue ?? []).compactMap { t -> HandoffToken? in
+        let handoff = (auth?["deviceTokens"]?.arrayValue ?? []).compactMap { t -> HandoffToken? in
             guard let tok = t["deviceToken"]?.stringValue, let r = t["role"]?.stringValue else { return nil }
             return HandoffToken(deviceToken: tok, role: r, scopes: t["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         }
-        self.auth = Auth(role: role, scopes: auth["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-                         deviceToken: auth["deviceToken"]?.stringValue, issuedAtMs: auth["issuedAtMs"]?.intValue,
+        self.auth = Auth(role: role, scopes: auth?["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                         deviceToken: auth?["deviceToken"]?.stringValue, issuedAtMs: auth?["issuedAtMs"]?.intValue,
                          deviceTokens: handoff)
-        maxPayload = Int(policy["maxPayload"]?.intValue ?? 26_214_400)
+        maxPayload = Int(policy?["maxPayload"]?.intValue ?? 26_214_400)
         tickIntervalMs = Int(tick)
         raw = p
     }

@@ -2,6 +2,32 @@
 
 import Foundation
 
+/// The gateway-stamped `sessionKey` of a `node.invoke.request`, in the three forms a gateway
+/// sends (openclaw/openclaw#116792: "value/null/omitted semantics"): a session key, an explicit
+/// `null` (the invoke belongs to no session), or no key at all (gateways before July 2026).
+/// Only the top-level key counts: a `sessionKey` inside the command's params is never read.
+public enum InvokeSessionKey: Sendable, Equatable {
+    case omitted
+    case null
+    case value(String)
+
+    /// Reads the payload's top-level `sessionKey`. A blank string is `null` (the gateway
+    /// normalises it away the same way); a non-string value is ignored as if omitted.
+    public init(_ raw: JSONValue?) {
+        switch raw {
+        case nil: self = .omitted
+        case .null?: self = .null
+        case .string(let s)?:
+            let t = s.trimmingCharacters(in: .whitespacesAndNewlines)
+            self = t.isEmpty ? .null : .value(t)
+        default: self = .omitted
+        }
+    }
+
+    /// The session to use, when the gateway named one.
+    public var key: String? { if case .value(let k) = self { return k }; return nil }
+}
+
 /// `node.invoke.request` (gateway → node, no `seq`).
 public struct NodeInvokeRequest: Sendable, Equatable {
     public var id: String
@@ -11,17 +37,26 @@ public struct NodeInvokeRequest: Sendable, Equatable {
     public var paramsJSON: String?
     public var timeoutMs: Int64?
     public var idempotencyKey: String?
+    /// The session the gateway attributes this invoke to (top-level `sessionKey`); a `talk.ptt.*`
+    /// turn goes there, else to the main session.
+    public var session: InvokeSessionKey
 
-    public init(id: String, nodeId: String, command: String, paramsJSON: String? = nil, timeoutMs: Int64? = nil, idempotencyKey: String? = nil) {
+    public init(id: String, nodeId: String, command: String, paramsJSON: String? = nil, timeoutMs: Int64? = nil,
+                idempotencyKey: String? = nil, session: InvokeSessionKey = .omitted) {
         self.id = id
         self.nodeId = nodeId
         self.command = command
         self.paramsJSON = paramsJSON
         self.timeoutMs = timeoutMs
         self.idempotencyKey = idempotencyKey
+        self.session = session
     }
 
+    /// The gateway-named session key, nil when it sent `null` or nothing.
+    public var sessionKey: String? { session.key }
+
     /// Accepts the payload as an object, or as a string holding the object (the Swift kit tolerates both).
+    /// Keys it does not know are ignored (newer gateways add some).
     public init?(payload: JSONValue?) {
         var p = payload
         if let s = p?.stringValue, let v = try? JSONCoding.decode(JSONValue.self, from: Data(s.utf8)) { p = v }
@@ -29,7 +64,7 @@ public struct NodeInvokeRequest: Sendable, Equatable {
               let command = p?["command"]?.stringValue, !command.isEmpty else { return nil }
         self.init(id: id, nodeId: p?["nodeId"]?.stringValue ?? "", command: command,
                   paramsJSON: p?["paramsJSON"]?.stringValue, timeoutMs: p?["timeoutMs"]?.intValue,
-                  idempotencyKey: p?["idempotencyKey"]?.stringValue)
+                  idempotencyKey: p?["idempotencyKey"]?.stringValue, session: InvokeSessionKey(p?["sessionKey"]))
     }
 
     public var payload: JSONValue {
@@ -37,6 +72,11 @@ public struct NodeInvokeRequest: Sendable, Equatable {
         if let paramsJSON { o["paramsJSON"] = .string(paramsJSON) }
         if let timeoutMs { o["timeoutMs"] = .number(Double(timeoutMs)) }
         if let idempotencyKey { o["idempotencyKey"] = .string(idempotencyKey) }
+        switch session {
+        case .omitted: break
+        case .null: o["sessionKey"] = .null
+        case .value(let k): o["sessionKey"] = .string(k)
+        }
         return .object(o)
     }
 
@@ -65,6 +105,10 @@ public enum NodeErrorCode: String, Sendable {
     case unavailable = "UNAVAILABLE"
     case unauthorized = "UNAUTHORIZED"
     case notPaired = "NOT_PAIRED"
+    /// `system.notify` while notifications are switched off (the Linux node's code).
+    case notificationsDisabled = "NOTIFICATIONS_DISABLED"
+    /// `system.notify` when nothing can deliver it.
+    case notificationsUnavailable = "NOTIFICATIONS_UNAVAILABLE"
 }
 
 /// A failed node command, as it goes back to the gateway.

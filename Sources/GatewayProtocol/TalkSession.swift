@@ -43,35 +43,92 @@ public enum RelayInputEncoding: Sendable, Equatable {
     }
 }
 
-/// `talk.session.create` result: the session id and the input contract.
+/// `talk.session.create` result: the session ids and the input contract. The newest gateway
+/// (`src/gateway/talk/handlers/session.ts`) answers a transcription create with
+/// `{provider, mode:"transcription", transport:"gateway-relay", transcriptionSessionId, sessionId,
+/// brain, audio:{inputEncoding:"g711_ulaw", inputSampleRateHz:8000}, expiresAt}`, and a realtime
+/// one with `sessionId` = `relaySessionId` = `voiceSessionId`.
 public struct TalkSessionInfo: Sendable, Equatable {
+    /// The id every later call names (`sessionId`, else the first of the older spellings).
     public var sessionId: String
+    public var transcriptionSessionId: String?
+    public var voiceSessionId: String?
     public var inputEncoding: RelayInputEncoding
     public var inputSampleRateHz: Int
+    public var provider: String?
+    /// `expiresAt` as the gateway sent it (epoch ms or an ISO string), for the log.
+    public var expiresAt: JSONValue?
 
-    public init(sessionId: String, inputEncoding: RelayInputEncoding, inputSampleRateHz: Int) {
+    public init(sessionId: String, inputEncoding: RelayInputEncoding, inputSampleRateHz: Int,
+                transcriptionSessionId: String? = nil, voiceSessionId: String? = nil, provider: String? = nil,
+                expiresAt: JSONValue? = nil) {
         self.sessionId = sessionId
         self.inputEncoding = inputEncoding
         self.inputSampleRateHz = inputSampleRateHz
+        self.transcriptionSessionId = transcriptionSessionId
+        self.voiceSessionId = voiceSessionId
+        self.provider = provider
+        self.expiresAt = expiresAt
     }
 
-    /// Reads `sessionId` (or `relaySessionId`/`transcriptionSessionId`) and `audio.inputEncoding`/`inputSampleRateHz`.
-    /// A relay that names no encoding gets the documented transcription default, G.711 µ-law at 8 kHz.
+    /// Reads `sessionId` (else `transcriptionSessionId`, `relaySessionId`, `voiceSessionId`) and
+    /// `audio.inputEncoding`/`inputSampleRateHz`. A relay that names no encoding gets the
+    /// transcription contract, G.711 µ-law at 8 kHz; unknown keys are ignored.
     public init?(payload: JSONValue?) {
-        guard let p = payload,
-              let id = p["sessionId"]?.stringValue ?? p["relaySessionId"]?.stringValue ?? p["transcriptionSessionId"]?.stringValue,
-              !id.isEmpty else { return nil }
-        sessionId = id
+        guard let p = payload else { return nil }
+        func id(_ k: String) -> String? { p[k]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
+        guard let sid = id("sessionId") ?? id("transcriptionSessionId") ?? id("relaySessionId") ?? id("voiceSessionId") else { return nil }
+        sessionId = sid
+        transcriptionSessionId = id("transcriptionSessionId")
+        voiceSessionId = id("voiceSessionId")
+        provider = p["provider"]?.stringValue
+        expiresAt = p["expiresAt"]
         let audio = p["audio"]
         inputEncoding = RelayInputEncoding(audio?["inputEncoding"]?.stringValue ?? "g711_ulaw")
         let defaultRate = inputEncoding == .g711MuLaw ? 8_000 : (inputEncoding == .oggOpus ? 16_000 : 24_000)
         inputSampleRateHz = Int(audio?["inputSampleRateHz"]?.intValue ?? Int64(defaultRate))
     }
 
+    /// The transcription result as the newest gateway shapes it.
     public var payload: JSONValue {
-        ["sessionId": .string(sessionId), "transcriptionSessionId": .string(sessionId),
-         "mode": "transcription", "transport": "gateway-relay", "brain": "none",
-         "audio": ["inputEncoding": .string(inputEncoding.wireName), "inputSampleRateHz": .number(Double(inputSampleRateHz))]]
+        var o: [String: JSONValue] = [
+            "sessionId": .string(sessionId), "transcriptionSessionId": .string(transcriptionSessionId ?? sessionId),
+            "mode": "transcription", "transport": "gateway-relay", "brain": "none",
+            "audio": ["inputEncoding": .string(inputEncoding.wireName), "inputSampleRateHz": .number(Double(inputSampleRateHz))]]
+        if let provider { o["provider"] = .string(provider) }
+        if let expiresAt { o["expiresAt"] = expiresAt }
+        if let voiceSessionId { o["voiceSessionId"] = .string(voiceSessionId) }
+        return .object(o)
+    }
+}
+
+/// `details.talkIssue` of a failed `talk.*` call: `{code, message, phase}`, e.g.
+/// `UNAVAILABLE` with `{code:"realtime_unavailable", message, phase:"request"}`.
+public struct TalkIssue: Sendable, Equatable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var phase: String?
+
+    public init(code: String, message: String, phase: String? = nil) {
+        self.code = code
+        self.message = message
+        self.phase = phase
+    }
+
+    public init?(details: JSONValue?) {
+        guard let t = details?["talkIssue"], let code = t["code"]?.stringValue, !code.isEmpty else { return nil }
+        self.init(code: code, message: t["message"]?.stringValue ?? "", phase: t["phase"]?.stringValue)
+    }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["code": .string(code), "message": .string(message)]
+        if let phase { o["phase"] = .string(phase) }
+        return .object(o)
+    }
+
+    /// One line: "realtime_unavailable: no provider (phase request)".
+    public var description: String {
+        "\(code)\(message.isEmpty ? "" : ": \(message)")\(phase.map { " (phase \($0))" } ?? "")"
     }
 }
 

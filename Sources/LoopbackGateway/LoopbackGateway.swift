@@ -32,8 +32,18 @@ public actor LoopbackGateway {
         public var tlsKeyPath: String?
         /// Delay before each echo delta, so tests can watch a reply stream.
         public var echoDeltaDelayMs = 20
-        /// The transcription relay's input contract.
-        public var relay: RelayMode = .oggOpus
+        /// The transcription relay's input contract. G.711 µ-law at 8 kHz is the only one the real
+        /// relay takes (transcription-relay.ts); the Opus mode stays for relays that name it.
+        public var relay: RelayMode = .g711MuLaw
+        /// talk.session.create fails with `UNAVAILABLE` and `details.talkIssue` (no provider).
+        public var relayUnavailable = false
+        /// Which protocol generation the gateway plays (see `ProtocolMode`).
+        public var protocolMode: ProtocolMode = .current
+        /// The top-level `sessionKey` that `invoke` stamps on `node.invoke.request` by default.
+        public var invokeSessionKey: InvokeSessionKeyForm = .mainSession
+        /// Extra top-level keys put on every event frame, as newer gateways add them
+        /// (`recipientProfileId`, a partial `stateVersion`); clients must ignore them.
+        public var extraEventKeys: [String: JSONValue] = [:]
         /// talk.speak's format when the request names none.
         public var talkSpeakDefaultFormat = "pcm_24000"
         /// What `talk.config` reports as `talk.silenceTimeoutMs` (nil: the key is absent).
@@ -41,6 +51,37 @@ public actor LoopbackGateway {
         /// tts.speak has no format parameter; this is what it returns.
         public var ttsSpeakFormat = "wav"
         public init() {}
+    }
+
+    /// The protocol the gateway speaks and how it refuses a range it cannot serve.
+    public enum ProtocolMode: Sendable, Equatable {
+        /// Protocol 4; nodes may use 3 (`min ≤ 4 ≤ max`, or node with `min ≤ 3 ≤ max`); mismatch
+        /// details `{code:"PROTOCOL_MISMATCH", clientMinProtocol, clientMaxProtocol, expectedProtocol:4, minimumProbeProtocol:3}`.
+        case current
+        /// A released protocol-3 gateway: accepts `min ≤ 3 ≤ max`, answers hello-ok with protocol 3,
+        /// refuses with `INVALID_REQUEST "protocol mismatch"`, `details:{expectedProtocol:3}` and no `code`.
+        case releasedV3
+        /// As `releasedV3`, but it also refuses any range that reaches above 3 (what makes the
+        /// official node hosts' exact-4 first attempt fail), so a client's 3…3 retry is exercised.
+        case releasedV3Exact
+    }
+
+    /// What `invoke` sends as the request's top-level `sessionKey`.
+    public enum InvokeSessionKeyForm: Sendable, Equatable {
+        /// The configured main session key, as a gateway stamps the invoking agent's session.
+        case mainSession
+        case key(String)
+        /// `"sessionKey": null`.
+        case null
+        /// No key at all, like gateways before July 2026.
+        case omitted
+    }
+
+    /// One connect request as it arrived, for tests of what the client offered.
+    public struct ConnectAttempt: Sendable {
+        public var nonce: String
+        public var params: JSONValue
+        public var connectionId: Int
     }
 
     /// A pairing request waiting for `approve`.
@@ -80,6 +121,7 @@ public actor LoopbackGateway {
     private var devices: [String: Device] = [:]
     private var pending: [String: PendingPairing] = [:]
     private var bootstrapTokens: Set<String> = []
+    private var revokedAfterRemoval: Set<String> = []
     private var invokeWaiters: [String: CheckedContinuation<NodeInvokeResult, any Error>] = [:]
     private var lastInvoke: String?
     private var recorded: [(role: String, frame: RequestFrame)] = []
@@ -101,6 +143,8 @@ public actor LoopbackGateway {
     /// Milliseconds the loopback itself spent producing talk.speak/tts.speak clips and relay transcripts.
     var serviceMs: Double = 0
     var audioFault: AudioFault = .none
+    private var connectAttemptLog: [ConnectAttempt] = []
+    private var forcedConnectErrors: [ErrorShape] = []
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
     private let log: @Sendable (String) -> Void
@@ -209,6 +253,20 @@ public actor LoopbackGateway {
 
     public func connectionCount() -> Int { connections.count }
 
+    /// Every connect request received, in order (including rejected ones).
+    public func connectAttempts() -> [ConnectAttempt] { connectAttemptLog }
+
+    /// Answers the next connects with these errors, one each, before any other check (for the
+    /// shapes a real gateway sends that the loopback would not produce by itself).
+    public func failNextConnects(with errors: [ErrorShape]) { forcedConnectErrors += errors }
+
+    /// Removes a device altogether (`openclaw devices remove`): its tokens stop working and it is no longer paired.
+    public func removeDevice(_ deviceId: String) {
+        guard let d = devices.removeValue(forKey: deviceId) else { return }
+        for c in connections.values where c.deviceId == deviceId { server?.close(c.id, code: 1008, reason: "device removed") }
+        revokedAfterRemoval.formUnion(d.tokens.values)
+    }
+
     /// Answers the next `count` connects with `UNAVAILABLE` "gateway starting" and close 1013.
     public func simulateStartup(connects count: Int, retryAfterMs: Int64) {
         startingConnects = count
@@ -254,13 +312,22 @@ public actor LoopbackGateway {
     }
 
     /// Asks the connected node to run a command and waits for its result.
+    /// `sessionKey` picks the top-level key's form (nil: the configured `invokeSessionKey`).
     public func invoke(command: String, paramsJSON: String? = nil, timeoutMs: Int64? = 30_000,
-                       deviceId: String? = nil, wait: Duration = .seconds(20)) async throws -> NodeInvokeResult {
+                       deviceId: String? = nil, sessionKey: InvokeSessionKeyForm? = nil,
+                       wait: Duration = .seconds(20)) async throws -> NodeInvokeResult {
         guard let node = connections.values.first(where: { $0.helloDone && $0.role == "node" && (deviceId == nil || $0.deviceId == deviceId) }),
               let nodeId = node.deviceId else { throw LoopbackError.noNode }
         let id = UUID().uuidString.lowercased()
+        let session: InvokeSessionKey
+        switch sessionKey ?? configuration.invokeSessionKey {
+        case .mainSession: session = .value(configuration.mainSessionKey)
+        case .key(let k): session = .value(k)
+        case .null: session = .null
+        case .omitted: session = .omitted
+        }
         let request = NodeInvokeRequest(id: id, nodeId: nodeId, command: command, paramsJSON: paramsJSON,
-                                        timeoutMs: timeoutMs, idempotencyKey: UUID().uuidString)
+                                        timeoutMs: timeoutMs, idempotencyKey: UUID().uuidString, session: session)
         var payload = request.payload
         if paramsJSON == nil, case .object(var o) = payload { o["paramsJSON"] = .null; payload = .object(o) }
         lastInvoke = id
@@ -324,7 +391,12 @@ public actor LoopbackGateway {
     // MARK: sending
 
     private func send(_ frame: GatewayFrame, to id: ConnectionID) {
-        guard let server, let data = try? frame.encoded() else { return }
+        guard let server, var data = try? frame.encoded() else { return }
+        if case .event = frame, !configuration.extraEventKeys.isEmpty,
+           case .object(var o)? = try? JSONCoding.decode(JSONValue.self, from: data) {
+            for (k, v) in configuration.extraEventKeys where o[k] == nil || k == "stateVersion" { o[k] = v }
+            data = (try? JSONCoding.encode(JSONValue.object(o))) ?? data
+        }
         server.send(configuration.binaryFrames ? .binary(Array(data)) : .text(String(decoding: data, as: UTF8.self)), to: id)
     }
 
@@ -423,6 +495,11 @@ public actor LoopbackGateway {
             reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "invalid handshake: first request must be connect"))
             return
         }
+        connectAttemptLog.append(ConnectAttempt(nonce: conn.nonce, params: req.params ?? .null, connectionId: Int(conn.id.raw)))
+        if !forcedConnectErrors.isEmpty {
+            reject(req, conn, forcedConnectErrors.removeFirst())
+            return
+        }
         if startingConnects > 0 {
             startingConnects -= 1
             reject(req, conn, ErrorShape(code: "UNAVAILABLE", message: "gateway starting; retry shortly",
@@ -441,13 +518,26 @@ public actor LoopbackGateway {
         case .success(let v): p = v
         }
         let isNode = p.role == "node" && p.client.mode == "node"
-        guard (p.minProtocol...max(p.minProtocol, p.maxProtocol)).contains(4) || (isNode && (p.minProtocol...max(p.minProtocol, p.maxProtocol)).contains(3)) else {
-            reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "protocol mismatch",
-                                         details: ["code": "PROTOCOL_MISMATCH", "clientMinProtocol": .number(Double(p.minProtocol)),
-                                                   "clientMaxProtocol": .number(Double(p.maxProtocol)), "expectedProtocol": 4,
-                                                   "minimumProbeProtocol": 3]), close: 1002)
-            return
+        let offered = p.minProtocol...max(p.minProtocol, p.maxProtocol)
+        switch configuration.protocolMode {
+        case .current:
+            guard offered.contains(4) || (isNode && offered.contains(3)) else {
+                reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "protocol mismatch",
+                                             details: ["code": "PROTOCOL_MISMATCH", "clientMinProtocol": .number(Double(p.minProtocol)),
+                                                       "clientMaxProtocol": .number(Double(p.maxProtocol)), "expectedProtocol": 4,
+                                                       "minimumProbeProtocol": 3]), close: 1002)
+                return
+            }
+        case .releasedV3, .releasedV3Exact:
+            let refuses = !offered.contains(3) || (configuration.protocolMode == .releasedV3Exact && offered.upperBound > 3)
+            if refuses {
+                // The released-v3 shape: no details.code (openclaw-gateway-client tests/session.rs).
+                reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "protocol mismatch",
+                                             details: ["expectedProtocol": 3]), close: 1002)
+                return
+            }
         }
+        let helloProtocol = configuration.protocolMode == .current ? 4 : 3
         guard p.role == "node" || p.role == "operator" else {
             reject(req, conn, ErrorShape(code: "INVALID_REQUEST", message: "invalid role"))
             return
@@ -470,8 +560,17 @@ public actor LoopbackGateway {
         var known = devices[device.id]
         var viaBootstrap = false
         var authorised = false
+        // A device token is accepted in either slot: `auth.deviceToken` (newest official clients)
+        // or `auth.token` (older ones, checked as the shared secret first, then as a device token).
         if let t = auth.token, let dt = known?.tokens[p.role], t == dt { authorised = true }
-        if !authorised, let t = auth.deviceToken, let dt = known?.tokens[p.role], t == dt { authorised = true }
+        if !authorised, let t = auth.deviceToken {
+            if let dt = known?.tokens[p.role], t == dt {
+                authorised = true
+            } else if auth.token == nil && auth.password == nil {
+                reject(req, conn, authError("AUTH_DEVICE_TOKEN_MISMATCH", "unauthorized: device token mismatch (rotated or revoked)"))
+                return
+            }
+        }
         if !authorised, let b = auth.bootstrapToken {
             guard bootstrapTokens.contains(b), p.role == "node" else {
                 reject(req, conn, authError("AUTH_BOOTSTRAP_TOKEN_INVALID", "unauthorized: bootstrap token invalid or expired"))
@@ -486,7 +585,7 @@ public actor LoopbackGateway {
                 authorised = true
             case .token(let shared):
                 if let t = auth.token, t == shared { authorised = true }
-                else if let t = auth.token, known?.revoked.contains(t) == true || known?.tokens.isEmpty == false {
+                else if let t = auth.token, known?.revoked.contains(t) == true || known?.tokens.isEmpty == false || revokedAfterRemoval.contains(t) {
                     reject(req, conn, authError("AUTH_DEVICE_TOKEN_MISMATCH", "unauthorized: device token mismatch (rotated or revoked)"))
                     return
                 } else if auth.token != nil {
@@ -556,7 +655,7 @@ public actor LoopbackGateway {
                                           "deviceToken": .string(token), "issuedAtMs": .number(Double(now))]
         if !deviceTokens.isEmpty { auth2["deviceTokens"] = .array(deviceTokens) }
         let hello: JSONValue = [
-            "type": "hello-ok", "protocol": 4,
+            "type": "hello-ok", "protocol": .number(Double(helloProtocol)),
             "server": ["version": "loopback-1", "connId": .string("conn-\(conn.id.raw)")],
             "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed"]],
             "snapshot": ["presence": [], "health": [:], "stateVersion": ["presence": 1, "health": 1],

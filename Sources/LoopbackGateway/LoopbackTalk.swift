@@ -33,6 +33,8 @@ extension LoopbackGateway {
         case errorFallbackEligible
         /// `UNAVAILABLE` with `fallbackEligible: false` (`synthesis_failed`).
         case errorNotEligible
+        /// `UNAVAILABLE` with `fallbackEligible: false` (`invalid_audio_result`).
+        case errorInvalidAudioResult
     }
 
     /// One relay session as the gateway saw it.
@@ -80,6 +82,12 @@ extension LoopbackGateway {
                 fail(req.id, ErrorShape(code: "INVALID_REQUEST", message: "transcription requires transport gateway-relay and brain none"), to: conn.id)
                 return
             }
+            if configuration.relayUnavailable {
+                fail(req.id, ErrorShape(code: "UNAVAILABLE", message: "transcription provider unavailable",
+                                        details: ["talkIssue": TalkIssue(code: "realtime_unavailable", message: "no transcription provider is configured",
+                                                                         phase: "request").json]), to: conn.id)
+                return
+            }
             let id = "relay-" + String(UUID().uuidString.prefix(8)).lowercased()
             let (encoding, rate): (RelayInputEncoding, Int)
             switch configuration.relay {
@@ -91,7 +99,9 @@ extension LoopbackGateway {
             relays[id] = RelayRecord(sessionId: id, encoding: encoding, sampleRateHz: rate)
             relayOrder.append(id)
             relayOwners[id] = conn.id
-            reply(req.id, TalkSessionInfo(sessionId: id, inputEncoding: encoding, inputSampleRateHz: rate).payload, to: conn.id)
+            let expires = Int64(Date().timeIntervalSince1970 * 1000) + 30 * 60_000
+            reply(req.id, TalkSessionInfo(sessionId: id, inputEncoding: encoding, inputSampleRateHz: rate, transcriptionSessionId: id,
+                                          provider: "loopback", expiresAt: .number(Double(expires))).payload, to: conn.id)
         case "talk.session.appendAudio":
             guard let id = p["sessionId"]?.stringValue, var r = relays[id], !r.closed else {
                 fail(req.id, ErrorShape(code: "INVALID_REQUEST", message: "unknown or closed talk session"), to: conn.id)
@@ -169,6 +179,10 @@ extension LoopbackGateway {
         case .errorNotEligible:
             fail(req.id, ErrorShape(code: "UNAVAILABLE", message: "synthesis failed",
                                     details: ["reason": "synthesis_failed", "fallbackEligible": false]), to: conn.id)
+            return
+        case .errorInvalidAudioResult:
+            fail(req.id, ErrorShape(code: "UNAVAILABLE", message: "talk provider returned invalid audio",
+                                    details: ["reason": "invalid_audio_result", "fallbackEligible": false]), to: conn.id)
             return
         default:
             break

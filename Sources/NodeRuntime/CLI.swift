@@ -72,8 +72,8 @@ public enum CLI {
                 usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
                 details: """
                 Uses the running daemon when there is one, else connects by itself.
-                The gateway's clip plays when it can; espeak-ng speaks when the gateway has no voice, errors
-                with fallbackEligible, or sends audio that cannot be played.
+                The gateway's clip plays when it can; espeak-ng speaks when the gateway has no voice, answers
+                with any error (fallbackEligible or not), or sends audio that cannot be played.
 
                 Options:
                   --local          speak with espeak-ng only (no gateway)
@@ -122,7 +122,7 @@ public enum CLI {
                 details: """
                 Needs no OpenClaw install. A built-in loopback gateway approves pairing by itself; espeak-ng says
                 the message into a virtual microphone; the gateway invokes talk.ptt.once; the capture streams to
-                the gateway's relay as Ogg Opus; the echoed answer is spoken with a talk.speak clip.
+                the gateway's relay as G.711 µ-law at 8 kHz (what the real relay takes); the echoed answer is spoken with a talk.speak clip.
                 With a sound server running you hear the answer; without one the demo starts a private
                 PulseAudio and writes what its speaker played to a WAV file.
 

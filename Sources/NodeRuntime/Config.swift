@@ -26,6 +26,9 @@ public struct ClawConfig: Sendable, Equatable {
         public var allowInsecure: Bool = false
         /// Operator client id: `cli` (every gateway) or `openclaw-linux` (newest gateways only).
         public var operatorClient: String = "cli"
+        /// Keep the shared token/password in the state database after both roles have signed in
+        /// with their device tokens (default: they are removed, so revoking the device locks it out).
+        public var keepSharedSecret: Bool = false
     }
     public struct Log: Sendable, Equatable {
         public var level: LogLevel = .info
@@ -64,6 +67,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var voiceNotes: Bool = true
         /// Stop speaking when the user talks over the assistant (headsets only; the gateway's talk.config may say otherwise).
         public var interruptOnSpeech: Bool = true
+        /// Speak `system.notify` notifications; false answers them NOTIFICATIONS_DISABLED.
+        public var speakNotifications: Bool = true
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -127,13 +132,14 @@ extension ClawConfig {
     static let schema: [String: [String: String]] = [
         "node": ["displayName": "string", "modelIdentifier": "string?"],
         "gateway": ["url": "string?", "token": "string?", "password": "string?", "tlsFingerprint": "string?",
-                    "allowInsecure": "bool", "operatorClient": "string"],
+                    "allowInsecure": "bool", "operatorClient": "string", "keepSharedSecret": "bool"],
         "log": ["level": "string"],
         "control": ["socket": "string?"],
         "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool"],
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool",
+                 "speakNotifications": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
@@ -211,6 +217,7 @@ extension ClawConfig {
                     c.gateway.tlsFingerprint = n
                 }
                 c.gateway.allowInsecure = fields["allowInsecure"]?.boolValue ?? false
+                c.gateway.keepSharedSecret = fields["keepSharedSecret"]?.boolValue ?? false
                 if let oc = s("operatorClient") {
                     guard ["cli", "openclaw-linux"].contains(oc) else {
                         throw ConfigError("\(file): 'gateway.operatorClient' must be \"cli\" or \"openclaw-linux\"")
@@ -242,6 +249,7 @@ extension ClawConfig {
                 if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
                 if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
                 if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
+                if let b = fields["speakNotifications"]?.boolValue { c.talk.speakNotifications = b }
             case "ptt":
                 c.ptt.device = s("device")
                 if let k = s("key") { c.ptt.key = k }

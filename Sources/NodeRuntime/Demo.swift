@@ -95,7 +95,7 @@ public enum Demo {
         }
         say("← talk.ptt.once: \(payload)")
         if let relay = await gateway.relayRecords().last {
-            say("  the relay received \(relay.base64Lengths.count) Ogg Opus appends (\(relay.bytes.count) bytes) and decoded \(String(format: "%.2f", (relay.decoded?.durationMilliseconds ?? 0) / 1000)) s")
+            say("  the relay received \(relay.base64Lengths.count) \(relay.encoding == .oggOpus ? "Ogg Opus" : relay.encoding == .g711MuLaw ? "G.711 µ-law 8 kHz" : relay.encoding.wireName) appends (\(relay.bytes.count) bytes) and decoded \(String(format: "%.2f", (relay.decoded?.durationMilliseconds ?? 0) / 1000)) s")
         }
         let spoke = ContinuousClock.now + .seconds(30)
         while await node.talk.lastSpeech == nil && ContinuousClock.now < spoke { try await Task.sleep(for: .milliseconds(50)) }

@@ -30,6 +30,7 @@ public final class GatewayLink: Sendable {
         options.operatorClientId = config.gateway.operatorClient
         options.operatorClientMode = config.gateway.operatorClient == "cli" ? "cli" : "ui"
         options.timing = timing
+        options.keepSharedSecret = config.gateway.keepSharedSecret
         let endpoint = GatewayEndpoint(name: record.name, url: record.url, tlsFingerprint: record.tlsFingerprint,
                                        allowInsecure: record.allowInsecure)
         let credentials = GatewayCredentials(sharedToken: record.sharedToken, password: record.password,

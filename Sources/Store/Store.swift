@@ -182,6 +182,16 @@ public final class ClawStore: @unchecked Sendable {
         try updateGateway(gateway, "UPDATE gateways SET bootstrap_token = NULL WHERE name = ?", [])
     }
 
+    /// Removes the shared gateway token and password of a gateway once device tokens replace them.
+    /// Returns whether there was anything to remove.
+    @discardableResult
+    public func clearSharedSecret(gateway: String) throws(StoreError) -> Bool {
+        try locked { db throws(StoreError) in
+            try db.run("UPDATE gateways SET shared_token = NULL, password = NULL WHERE name = ? AND (shared_token IS NOT NULL OR password IS NOT NULL)",
+                       [.text(gateway)]) > 0
+        }
+    }
+
     public func setMainSessionKey(gateway: String, key: String?) throws(StoreError) {
         try updateGateway(gateway, "UPDATE gateways SET main_session_key = ? WHERE name = ?", [.text(key)])
     }

@@ -3,18 +3,15 @@
 // an earlier notification) and go in the order they arrived. Urgent ones interrupt: they
 // silence whatever is speaking and go at once. Both use tts.speak with the espeak-ng fallback.
 //
-// Params (OpenClawKit `OpenClawSystemNotifyParams`): {title, body, sound?, priority?, delivery?}.
-// priority is passive | active | timeSensitive upstream; delivery is system | overlay | auto.
-// Interrupting: priority "timeSensitive" or "critical", delivery "interrupt", or `interrupt: true`.
-// `sound` is accepted and ignored (the voice is the sound). A passive notification is spoken too.
+// Params and errors are the official Linux node's (SystemNotify.swift parses them):
+// {title, body, sound?, priority?, delivery?}; priority passive | active | timeSensitive.
+// Interrupting: priority "timeSensitive" (or "critical"), delivery "interrupt", or `interrupt: true`.
+// `sound` is accepted and ignored (the voice is the sound). A passive notification queues like
+// an active one here; holding it while the user talks is the talk core's decision (it gets the
+// parsed `priority`).
 //
-// Result payload (upstream nodes return ok with no payload; the spec's worked example shows
-// `{"delivered":true}`), ours: {delivered: true, spoken, engine, outcome, interrupted, queued}:
-//   spoken       the parts that were spoken, joined by "\n";
-//   engine       "gateway" or "espeak-ng" (of the last part);
-//   outcome      "finished", or "stopped" when something cut it off (the rest is then skipped);
-//   interrupted  whether this notification silenced other speech;
-//   queued       whether the speaker was busy when its turn came (it waited, or interrupted).
+// The wire result is the Linux node's `{"ok": true}`. What happened is in `deliver(params:)`'s
+// NotificationReport (spoken parts, engine, outcome, interrupted, queued) and in the log.
 // The invoke answers when the notification has been spoken. If the invoke is cancelled (or
 // times out) while the notification still waits in the queue, it is dropped unspoken.
 
@@ -24,24 +21,22 @@ import GatewayProtocol
 
 /// Speaks `system.notify` notifications through the shared SpeechOutput.
 public actor NotificationSpeaker {
-    /// One parsed notification.
-    public struct Notification: Sendable, Equatable {
-        /// Title then body, empty ones left out; never empty.
-        public var parts: [String]
-        /// Silence current speech and speak now, instead of waiting for the speaker.
-        public var interrupts: Bool
+    /// One parsed notification (see SystemNotifyRequest for the rules).
+    public typealias Notification = SystemNotifyRequest
 
-        /// - Throws: `NodeInvokeError` INVALID_REQUEST when both title and body are missing or blank.
-        public init(params: JSONValue) throws(NodeInvokeError) {
-            func field(_ key: String) -> String {
-                (params[key]?.stringValue ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-            parts = [field("title"), field("body")].filter { !$0.isEmpty }
-            guard !parts.isEmpty else { throw NodeInvokeError(code: .invalidRequest, message: "empty notification") }
-            let priority = field("priority").lowercased()
-            interrupts = priority == "timesensitive" || priority == "critical"
-                || field("delivery").lowercased() == "interrupt" || params["interrupt"]?.boolValue == true
-        }
+    /// What speaking one notification came to.
+    public struct NotificationReport: Sendable, Equatable {
+        /// The parts that were spoken, joined by "\n".
+        public var spoken: String
+        /// "gateway" or "espeak-ng" (of the last part).
+        public var engine: String
+        /// "finished", or "stopped" when something cut it off (the rest is then skipped).
+        public var outcome: String
+        /// Whether this notification silenced other speech.
+        public var interrupted: Bool
+        /// Whether the speaker was busy when its turn came (it waited, or interrupted).
+        public var queued: Bool
+        public var priority: NotifyPriority
     }
 
     /// Set when the invoke gave up on a notification that has not started yet.
@@ -61,9 +56,13 @@ public actor NotificationSpeaker {
     /// The last queued notification; the next one starts after it.
     private var tail: Task<Void, Never>?
 
-    public init(speech: SpeechOutput, route: SpeechRoute = .ttsSpeak) {
+    /// Config `talk.speakNotifications`: when false every system.notify answers NOTIFICATIONS_DISABLED.
+    private let enabled: Bool
+
+    public init(speech: SpeechOutput, route: SpeechRoute = .ttsSpeak, enabled: Bool = true) {
         self.speech = speech
         self.route = route
+        self.enabled = enabled
     }
 
     /// The `system.notify` node command, for a `NodeCommandRegistry`.
@@ -71,11 +70,18 @@ public actor NotificationSpeaker {
         { [self] _, params in try await self.notify(params: params) }
     }
 
-    /// Speaks the notification in `params` and returns the result payload once it is spoken.
-    /// - Throws: `NodeInvokeError` INVALID_REQUEST (empty notification), UNAVAILABLE (nothing
-    ///   could speak it), or `CancellationError` when the caller stopped waiting.
+    /// Speaks the notification in `params` and returns the result payload, `{"ok": true}`, once it is spoken.
+    /// - Throws: `NodeInvokeError` NOTIFICATIONS_DISABLED (off in the config), INVALID_REQUEST
+    ///   (empty notification), NOTIFICATIONS_UNAVAILABLE (nothing could speak it), or
+    ///   `CancellationError` when the caller stopped waiting.
     public func notify(params: JSONValue) async throws -> JSONValue {
-        let note = try Notification(params: params)
+        _ = try await deliver(params: params)
+        return SystemNotifyRequest.result
+    }
+
+    /// As `notify`, returning what happened instead of the wire result.
+    public func deliver(params: JSONValue) async throws -> NotificationReport {
+        let note = try SystemNotifyRequest.parse(params, enabled: enabled)
         let ticket = Ticket()
         let (stream, continuation) = AsyncStream.makeStream(of: Delivery.self)
         // A cancelled caller ends its iteration below; this marks the ticket so a queued
@@ -126,13 +132,12 @@ public actor NotificationSpeaker {
         return d
     }
 
-    private static func payload(_ d: Delivery, note: Notification) throws -> JSONValue {
+    private static func payload(_ d: Delivery, note: Notification) throws -> NotificationReport {
         if d.dropped { throw CancellationError() }
         guard let report = d.report, report.outcome != .failed else {
-            throw NodeInvokeError(code: .unavailable, message: "could not speak the notification: \(d.report?.error ?? "no speech")")
+            throw NodeInvokeError(code: .notificationsUnavailable, message: "could not speak the notification: \(d.report?.error ?? "no speech")")
         }
-        return ["delivered": true, "spoken": .string(d.spoken.joined(separator: "\n")), "engine": .string(report.engine),
-                "outcome": .string(report.outcome.rawValue), "interrupted": .bool(note.interrupts),
-                "queued": .bool(d.speakerWasBusy)]
+        return NotificationReport(spoken: d.spoken.joined(separator: "\n"), engine: report.engine, outcome: report.outcome.rawValue,
+                                  interrupted: note.interrupts, queued: d.speakerWasBusy, priority: note.priority)
     }
 }

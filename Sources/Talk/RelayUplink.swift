@@ -110,14 +110,22 @@ public actor RelayUplink {
                 return
             }
             info = i
-            log.log(.debug, "uplink", "relay \(i.sessionId): \(i.inputEncoding.wireName) at \(i.inputSampleRateHz) Hz")
+            log.log(.debug, "uplink", "relay \(i.sessionId)\(i.provider.map { " (\($0))" } ?? ""): \(i.inputEncoding.wireName) at \(i.inputSampleRateHz) Hz")
             let early = waitingFrames
             waitingFrames.removeAll()
             for f in early { encode(f) }
             if closed { flush(force: true) }
         } catch {
-            fail(isMethodUnavailable(error) ? "no transcription relay (\(error))" : "talk.session.create failed: \(error)")
+            fail(Self.createFailure(error))
         }
+    }
+
+    /// Why talk.session.create failed, one line; a `details.talkIssue` is named by its code.
+    static func createFailure(_ error: any Error) -> String {
+        if case GatewayRequestError.failed(let shape) = error, let issue = TalkIssue(details: shape.details) {
+            return "no transcription relay (\(shape.code), talk issue \(issue))"
+        }
+        return isMethodUnavailable(error) ? "no transcription relay (\(error))" : "talk.session.create failed: \(error)"
     }
 
     private func fail(_ reason: String) {

@@ -1,6 +1,8 @@
 // Speaking text: fetch a clip from the gateway (talk.speak for Talk replies, tts.speak for
-// "listen to this"), decode it by format and play it; fall back to espeak-ng by the spec's
-// rules; stop and flush at once on request. A generation counter drops late clips.
+// "listen to this"), decode it by format and play it; when the gateway cannot give a playable
+// clip for any reason, espeak-ng says it instead (the user always hears the answer); only a
+// stop or a session switch (the generation moved on) is silent. A generation counter drops
+// late clips.
 
 import Audio
 import Foundation
@@ -9,7 +11,7 @@ import GatewayProtocol
 
 /// Where the audio of a spoken text should come from.
 public enum SpeechRoute: String, Sendable, Equatable, Codable {
-    /// `talk.speak`: Talk replies. Falls back when the error says `fallbackEligible` (or gives no reason).
+    /// `talk.speak`: Talk replies. Falls back on any error, `fallbackEligible` or not.
     case talkSpeak
     /// `tts.speak`: "listen to this message". Falls back on any error.
     case ttsSpeak
@@ -172,10 +174,6 @@ public actor SpeechOutput {
                                                      outcome: .finished, durationMs: pcm.durationMilliseconds))
             case .fallback(let r):
                 reason = r
-            case .noFallback(let r):
-                log.log(.warning, "speech", "\(route.rawValue) failed and is not eligible for fallback: \(r)")
-                return Prepared(text: text, voice: voice, pcm: nil,
-                                report: SpeechReport(engine: "none", outcome: .failed, durationMs: 0, error: r))
             }
         }
         return await local(text, voice: voice, reason: reason)
@@ -247,9 +245,6 @@ public actor SpeechOutput {
                 }
             case .fallback(let reason):
                 fallbackReason = reason
-            case .noFallback(let reason):
-                log.log(.warning, "speech", "\(route.rawValue) failed and is not eligible for fallback: \(reason)")
-                return SpeechReport(engine: "none", fallbackReason: nil, outcome: .failed, durationMs: 0, error: reason)
             }
             guard gen == generation else { return stoppedReport() }
             log.log(.info, "speech", "speaking with espeak-ng instead: \(fallbackReason ?? "")")
@@ -294,7 +289,6 @@ public actor SpeechOutput {
     enum ClipResult {
         case clip(PCMBuffer, provider: String, format: String?)
         case fallback(String)
-        case noFallback(String)
     }
 
     private func fetchClip(_ text: String, route: SpeechRoute, directive: VoiceDirective?) async -> ClipResult {
@@ -331,19 +325,21 @@ public actor SpeechOutput {
         }
     }
 
-    /// talk.speak falls back only when the gateway says so (or gives no reason); tts.speak on any error.
+    /// Every failed talk.speak or tts.speak falls back (issue 12's product decision: the user
+    /// always hears the answer, also for `synthesis_failed` and `invalid_audio_result` with
+    /// `fallbackEligible: false`); the reason names the gateway's code, `details.reason` and
+    /// `fallbackEligible` for the log.
     static func classify(_ error: any Error, route: SpeechRoute) -> ClipResult {
         guard case GatewayRequestError.failed(let shape) = error else {
             return .fallback("\(error)")  // not connected, timed out, dropped: the RPC is effectively missing
         }
-        if route == .ttsSpeak { return .fallback("\(shape)") }
-        if shape.code == "INVALID_REQUEST" && shape.message.lowercased().contains("unknown method") {
+        if route == .talkSpeak && shape.code == "INVALID_REQUEST" && shape.message.lowercased().contains("unknown method") {
             return .fallback("the gateway has no talk.speak")
         }
-        let eligible = shape.details?["fallbackEligible"]?.boolValue
-        let reason = shape.details?["reason"]?.stringValue
-        if eligible == true || (eligible == nil && reason == nil) { return .fallback("\(shape)") }
-        return .noFallback("\(shape)")
+        var why = "\(shape)"
+        if let reason = shape.details?["reason"]?.stringValue { why += " [\(reason)]" }
+        if shape.details?["fallbackEligible"]?.boolValue == false { why += " (not fallback-eligible; spoken on this device anyway)" }
+        return .fallback(why)
     }
 
     /// Renders what `speak` would play, without playing it (for `say --out`).
@@ -356,8 +352,6 @@ public actor SpeechOutput {
             case .clip(let pcm, let provider, let format):
                 return (pcm, SpeechReport(engine: "gateway", provider: provider, outputFormat: format, outcome: .finished, durationMs: pcm.durationMilliseconds))
             case .fallback(let r): reason = r
-            case .noFallback(let r):
-                return (nil, SpeechReport(engine: "none", outcome: .failed, durationMs: 0, error: r))
             }
         }
         var voice = config.voice

@@ -108,7 +108,9 @@ figures.append(Figure(name: "espeak_first_sample", value: median(firstChunk), un
 let pulse = try await PrivatePulseServer()
 defer { pulse.stop() }
 let (events, sink) = AsyncStream.makeStream(of: EventFrame.self)
-let rig = try await LoopbackOperator.connect(events: { sink.yield($0) })
+// The loopback relay defaults to G.711 µ-law (what OpenClaw's relay takes); the README's live
+// figures were measured on the Ogg Opus uplink, so the bench keeps naming Opus.
+let rig = try await LoopbackOperator.connect(events: { sink.yield($0) }, configure: { $0.relay = .oggOpus })
 let (gateway, session) = (rig.gateway, rig.session)
 let gc = await gateway.configuration
 let audio = LiveAudio(source: PrivatePulseServer.microphone, sink: PrivatePulseServer.speaker, server: pulse.server, log: .silent)

@@ -207,8 +207,8 @@ private let sampleFrames: [GatewayFrame] = [
     @Test func `a payload that is not a hello-ok is refused`() {
         #expect(HelloOk(payload: nil) == nil)
         #expect(HelloOk(payload: ["type": "hello", "protocol": 4, "policy": ["tickIntervalMs": 1], "auth": ["role": "node"]]) == nil)
-        #expect(HelloOk(payload: ["type": "hello-ok", "protocol": 4, "auth": ["role": "node"]]) == nil, "no policy")
-        #expect(HelloOk(payload: ["type": "hello-ok", "protocol": 4, "policy": ["tickIntervalMs": 1]]) == nil, "no auth")
+        // A missing policy or auth is a minimal hello-ok (the official clients' tests send those),
+        // see DriftFixtureTests; a protocol of the wrong type is still malformed.
         #expect(HelloOk(payload: ["type": "hello-ok", "protocol": "4", "policy": ["tickIntervalMs": 1], "auth": ["role": "node"]]) == nil)
     }
 

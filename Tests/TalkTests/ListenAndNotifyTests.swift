@@ -145,13 +145,13 @@ extension TalkAudio {
         defer { Task { await rig.shutdown() } }
         let meter = try await SpeakerMeter(rig)
         let speaker = NotificationSpeaker(speech: rig.speech)
-        let result = try await speaker.notify(params: ["title": "Dinner", "body": "  It is on the table.  ", "sound": "default"])
+        let result = try await speaker.deliver(params: ["title": "Dinner", "body": "  It is on the table.  ", "sound": "default"])
         await meter.stop()
         #expect(await spoken(rig) == ["tts.speak: Dinner", "tts.speak: It is on the table."])
-        #expect(result["delivered"] == true)
-        #expect(result["spoken"]?.stringValue == "Dinner\nIt is on the table.")
-        #expect(result["outcome"]?.stringValue == "finished" && result["engine"]?.stringValue == "gateway")
-        #expect(result["interrupted"] == false && result["queued"] == false)
+        #expect(result.priority == .active)
+        #expect(result.spoken == "Dinner\nIt is on the table.")
+        #expect(result.outcome == "finished" && result.engine == "gateway")
+        #expect(result.interrupted == false && result.queued == false)
         #expect(meter.heardAnything())
     }
 
@@ -159,11 +159,11 @@ extension TalkAudio {
     func `an empty title or body is skipped`(params: JSONValue) async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        let result = try await NotificationSpeaker(speech: rig.speech).notify(params: params)
+        let result = try await NotificationSpeaker(speech: rig.speech).deliver(params: params)
         let expected = (params["title"]?.stringValue ?? "").trimmingCharacters(in: .whitespaces).isEmpty
             ? params["body"]!.stringValue! : params["title"]!.stringValue!
         #expect(await spoken(rig) == ["tts.speak: \(expected)"])
-        #expect(result["spoken"]?.stringValue == expected)
+        #expect(result.spoken == expected)
     }
 
     @Test(arguments: [[:], ["title": "", "body": "   "], ["title": 3, "body": nil]] as [JSONValue])
@@ -171,7 +171,7 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         await #expect(throws: NodeInvokeError(code: .invalidRequest, message: "empty notification")) {
-            try await NotificationSpeaker(speech: rig.speech).notify(params: params)
+            try await NotificationSpeaker(speech: rig.speech).deliver(params: params)
         }
         #expect(await rig.gateway.speakCalls().isEmpty)
     }
@@ -183,7 +183,7 @@ extension TalkAudio {
         let reply = Task { await rig.speech.speak(longText, route: .talkSpeak) }
         try await meter.waitUntilAudible()
         let speaker = NotificationSpeaker(speech: rig.speech)
-        let note = Task { try await speaker.notify(params: ["title": "Reminder", "body": "Water the plants.", "priority": "active"]) }
+        let note = Task { try await speaker.deliver(params: ["title": "Reminder", "body": "Water the plants.", "priority": "active"]) }
         // While the reply plays, the notification does not even fetch its audio.
         try await Task.sleep(for: .milliseconds(600))
         #expect(await spoken(rig) == ["talk.speak: \(longText)"])
@@ -191,8 +191,8 @@ extension TalkAudio {
         #expect(replyReport.outcome == .finished, "the reply was not cut off")
         let result = try await note.value
         await meter.stop()
-        #expect(result["queued"] == true && result["interrupted"] == false)
-        #expect(result["outcome"]?.stringValue == "finished")
+        #expect(result.queued == true && result.interrupted == false)
+        #expect(result.outcome == "finished")
         #expect(await spoken(rig) == ["talk.speak: \(longText)", "tts.speak: Reminder", "tts.speak: Water the plants."])
     }
 
@@ -207,7 +207,7 @@ extension TalkAudio {
             "message": "First sentence here. A second sentence follows it. And the third one ends the reply.",
         ], timeoutMs: 5_000)
         try await meter.waitUntilAudible()
-        let note = Task { try await NotificationSpeaker(speech: rig.speech).notify(params: ["title": "Timer", "body": "Tea is ready."]) }
+        let note = Task { try await NotificationSpeaker(speech: rig.speech).deliver(params: ["title": "Timer", "body": "Tea is ready."]) }
         let stream = try #require(await rig.talk.lastReply)
         await stream.done()
         let result = try await note.value
@@ -218,7 +218,7 @@ extension TalkAudio {
         let firstNotification = try #require(calls.firstIndex(of: "tts.speak: Timer"))
         #expect(calls[..<firstNotification].allSatisfy { $0.hasPrefix("talk.speak: ") }, "\(calls)")
         #expect(calls[firstNotification...] == ["tts.speak: Timer", "tts.speak: Tea is ready."], "\(calls)")
-        #expect(result["queued"] == true && result["outcome"]?.stringValue == "finished")
+        #expect(result.queued == true && result.outcome == "finished")
     }
 
     @Test(arguments: [["priority": "timeSensitive"], ["priority": "critical"], ["delivery": "interrupt"], ["interrupt": true]] as [JSONValue])
@@ -231,10 +231,11 @@ extension TalkAudio {
         var params = urgency.objectValue ?? [:]
         params["title"] = "Doorbell"
         params["body"] = "Someone is at the door."
-        let result = try await NotificationSpeaker(speech: rig.speech).notify(params: .object(params))
+        let result = try await NotificationSpeaker(speech: rig.speech).deliver(params: .object(params))
         await meter.stop()
         #expect(await reply.value.outcome == .stopped, "the reply was cut off")
-        #expect(result["interrupted"] == true && result["outcome"]?.stringValue == "finished")
+        #expect(result.interrupted == true && result.outcome == "finished")
+        if urgency["priority"] != nil { #expect(result.priority == .timeSensitive) }
         #expect(await spoken(rig) == ["talk.speak: \(longText)", "tts.speak: Doorbell", "tts.speak: Someone is at the door."])
     }
 
@@ -242,16 +243,16 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         let speaker = NotificationSpeaker(speech: rig.speech)
-        let first = Task { try await speaker.notify(params: ["title": "One", "body": "First body."]) }
+        let first = Task { try await speaker.deliver(params: ["title": "One", "body": "First body."]) }
         // Let the first one take its place in the queue before the second arrives.
         while await rig.gateway.speakCalls().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
-        let second = Task { try await speaker.notify(params: ["title": "Two", "body": "Second body."]) }
+        let second = Task { try await speaker.deliver(params: ["title": "Two", "body": "Second body."]) }
         _ = try await first.value
         _ = try await second.value
         #expect(await spoken(rig) == ["tts.speak: One", "tts.speak: First body.", "tts.speak: Two", "tts.speak: Second body."])
     }
 
-    @Test func `system.notify through node.invoke answers with the delivery`() async throws {
+    @Test func `system.notify through node.invoke answers ok true, like the Linux node`() async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         let store = try ClawStore(directory: rig.dir)
@@ -271,12 +272,33 @@ extension TalkAudio {
         let result = try await rig.gateway.invoke(command: "system.notify", paramsJSON: #"{"title":"Hi","body":"Dinner"}"#)
         #expect(result.ok, "\(String(describing: result.error))")
         let payload = try #require(result.payload)
-        #expect(payload["delivered"] == true && payload["spoken"]?.stringValue == "Hi\nDinner")
+        #expect(payload == ["ok": true])
         #expect(await spoken(rig) == ["tts.speak: Hi", "tts.speak: Dinner"])
 
         let empty = try await rig.gateway.invoke(command: "system.notify", paramsJSON: #"{"title":"","body":""}"#)
         #expect(!empty.ok && empty.error?.code == "INVALID_REQUEST")
         #expect(empty.error?.message == "INVALID_REQUEST: empty notification")
+    }
+
+    @Test func `system.notify answers NOTIFICATIONS_DISABLED when spoken notifications are off`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        let store = try ClawStore(directory: rig.dir)
+        let (identity, instanceId) = try store.loadOrCreateIdentity()
+        let registry = NodeCommandRegistry()
+        registry.register("system.notify", NotificationSpeaker(speech: rig.speech, enabled: false).handler)
+        let node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: await rig.gateway.url),
+                                  credentials: GatewayCredentials(sharedToken: "t"), identity: identity, instanceId: instanceId,
+                                  store: store, options: SessionOptions(displayName: "notify off", version: "test"),
+                                  commands: registry, log: rig.log.sink)
+        await node.start()
+        defer { Task { await node.stop() } }
+        let status = await node.waitUntilSettled(timeout: .seconds(10))
+        try #require(status.state == .connected, "\(status.detail)")
+        let result = try await rig.gateway.invoke(command: "system.notify", paramsJSON: #"{"title":"Hi","body":"Dinner"}"#)
+        #expect(!result.ok && result.error?.code == "NOTIFICATIONS_DISABLED")
+        #expect(result.error?.message.hasPrefix("NOTIFICATIONS_DISABLED: ") == true)
+        #expect(await rig.gateway.speakCalls().isEmpty, "nothing was spoken")
     }
 }
 }

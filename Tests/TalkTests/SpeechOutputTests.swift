@@ -1,6 +1,6 @@
 // Clip playback and the espeak-ng fallback: every gateway format plays with the right length
-// at the speaker's monitor; each fallback trigger speaks with espeak-ng instead; talk.speak
-// errors without fallbackEligible stay silent; a user stop is silent fast and never falls back.
+// at the speaker's monitor; each fallback trigger speaks with espeak-ng instead, and every
+// talk.speak error falls back (fallbackEligible or not); a user stop is silent fast and never falls back.
 
 import Audio
 import GatewayClient
@@ -58,15 +58,26 @@ extension TalkAudio {
         #expect(Signal.activeSpan(heard) != nil, "espeak-ng audio reached the speaker")
     }
 
-    @Test func `talk.speak errors that are not fallback-eligible stay silent, tts.speak falls back anyway`() async throws {
+    /// Issue 12, product decision: the user always hears the answer, whatever talk.speak's error says.
+    @Test(arguments: [LoopbackGateway.AudioFault.errorNotEligible, .errorInvalidAudioResult, .errorFallbackEligible])
+    func `any talk.speak error falls back to espeak-ng, fallback-eligible or not, and so does tts.speak`(fault: LoopbackGateway.AudioFault) async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        await rig.gateway.setAudioFault(.errorNotEligible)
-        let talk = await rig.speech.speak("Not eligible.", route: .talkSpeak)
-        #expect(talk.outcome == .failed && talk.engine == "none")
-        #expect(talk.error?.contains("synthesis failed") == true)
+        await rig.gateway.setAudioFault(fault)
+        var report: SpeechReport?
+        let heard = try await recordSpeaker(rig) { report = await rig.speech.speak("Heard anyway.", route: .talkSpeak) }
+        let talk = try #require(report)
+        #expect(talk.engine == "espeak-ng" && talk.outcome == .finished, "\(fault): \(talk)")
+        #expect(Signal.activeSpan(heard) != nil, "espeak-ng audio reached the speaker")
+        let reason = try #require(talk.fallbackReason)
+        if fault != .errorFallbackEligible {
+            #expect(reason.contains("not fallback-eligible") && reason.contains(fault == .errorNotEligible ? "synthesis_failed" : "invalid_audio_result"), "\(reason)")
+        }
         let tts = await rig.speech.speak("Listen anyway.", route: .ttsSpeak)
         #expect(tts.engine == "espeak-ng" && tts.outcome == .finished)
+        // Prepared (streamed) sentences take the same path.
+        let prepared = await rig.speech.prepare("A streamed sentence.", route: .talkSpeak)
+        #expect(prepared.report.engine == "espeak-ng" && prepared.pcm != nil)
     }
 
     @Test func `a stop silences the speaker within 50 ms and never falls back`() async throws {

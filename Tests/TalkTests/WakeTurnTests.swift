@@ -34,7 +34,8 @@ extension TalkAudio {
         try await rig.waitForMicrophone()
         await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
         #expect(await rig.talk.wakeStatus?.listening == ["openclaw"])
-        await rig.gateway.supplyTranscript("openclaw turn on the kitchen lights")
+        // The relay spells the trigger as two words, as recognisers do; it is stripped all the same.
+        await rig.gateway.supplyTranscript("Open claw, turn on the kitchen lights.")
 
         let words = try Signal.speech("hello there, openclaw, turn on the kitchen lights")
         let padded = PCMBuffer(format: .voice, samples: [Int16](repeating: 0, count: 16_000) + words.samples
@@ -121,7 +122,8 @@ extension TalkAudio {
         await rig.gateway.setWakeRoutes([["trigger": "OpenClaw!", "target": ["sessionKey": "agent:main:kitchen"]]])
         #expect(try await Self.waitFor(5) { await rig.talk.wakeStatus?.routing == ["openclaw": "agent:main:kitchen"] })
 
-        await rig.gateway.supplyTranscript("openclaw turn on the kitchen lights")
+        // The relay spells the trigger as two words, as recognisers do; it is stripped all the same.
+        await rig.gateway.supplyTranscript("Open claw, turn on the kitchen lights.")
         _ = try await rig.micPlayer.play(try Self.spoken("openclaw, turn on the kitchen lights", tail: 3))
         #expect(try await Self.waitFor(20) { await !rig.gateway.requests(method: "chat.send").isEmpty },
                 "no chat.send; log: \(rig.log.all.withLock { $0.suffix(15) })")
@@ -191,6 +193,24 @@ extension TalkAudio {
         #expect(WakeListener.command(from: "openclaw.", triggers: ["openclaw"]) == "")
         #expect(WakeListener.command(from: "openclawing is fun", triggers: ["openclaw"]) == "openclawing is fun")
         #expect(WakeListener.command(from: "lights on", triggers: ["computer"]) == "lights on")
+    }
+
+    @Test(arguments: ["Open claw, what time is it?", "open-claw what time is it", "OpenClaw: what time is it?",
+                      "OPEN CLAW... what time is it", "Hey, Open Claw! What time is it?", "open, claw what time is it"])
+    func `a trigger is stripped however the transcript spells it`(transcript: String) {
+        let command = WakeListener.command(from: transcript, triggers: ["openclaw"])
+        #expect(command.lowercased() == "what time is it", "\(transcript) → \(command)")
+    }
+
+    @Test func `spelling-insensitive matching still needs word boundaries and the whole trigger`() {
+        #expect(WakeListener.command(from: "open claws are sharp", triggers: ["openclaw"]) == "open claws are sharp")
+        #expect(WakeListener.command(from: "reopen claw settings", triggers: ["openclaw"]) == "reopen claw settings")
+        #expect(WakeListener.command(from: "open the claw", triggers: ["openclaw"]) == "open the claw")
+        // A spaced trigger matches its unspaced spelling too, and accents are ignored.
+        #expect(WakeListener.command(from: "robotwake: lights", triggers: ["robot wake"]) == "lights")
+        #expect(WakeListener.command(from: "Clàude, play music", triggers: ["claude"]) == "play music")
+        // The earliest trigger in the text wins, whichever list entry it is.
+        #expect(WakeListener.command(from: "computer, ask open claw to stop", triggers: ["openclaw", "computer"]) == "ask open claw to stop")
     }
 
     @Test func `routing keeps session-key targets, keyed by the normalised trigger`() {
