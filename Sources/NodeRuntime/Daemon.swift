@@ -18,13 +18,17 @@ public enum NodeCommands {
     public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil) -> NodeCommandRegistry {
         let r = NodeCommandRegistry()
         if let talk {
-            r.register("talk.ptt.start") { _, _ in
-                do { return ["captureId": .string(try await talk.start())] } catch { throw pttFailure(error) }
+            // The turn (and its reply) goes to the session the gateway stamped on the invoke
+            // (TurnSession: top-level sessionKey), else the current one.
+            r.register("talk.ptt.start") { req, _ in
+                let session = TurnSession.resolve(invoke: req.session, current: nil, main: nil)
+                do { return ["captureId": .string(try await talk.start(session: session))] } catch { throw pttFailure(error) }
             }
             r.register("talk.ptt.stop") { _, _ in try JSONValue(encoding: await talk.stop()) }
             r.register("talk.ptt.cancel") { _, _ in try JSONValue(encoding: await talk.cancel()) }
-            r.register("talk.ptt.once") { _, _ in
-                do { return try JSONValue(encoding: try await talk.once()) } catch { throw pttFailure(error) }
+            r.register("talk.ptt.once") { req, _ in
+                let session = TurnSession.resolve(invoke: req.session, current: nil, main: nil)
+                do { return try JSONValue(encoding: try await talk.once(session: session)) } catch { throw pttFailure(error) }
             }
         } else {
             for c in ptt { r.registerUnavailable(c, reason: "AUDIO_UNAVAILABLE: this node runs without audio") }
@@ -164,7 +168,9 @@ public final class NodeDaemon: Sendable {
         self.activeName = activeGateway
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
-        let notifications = NotificationSpeaker(speech: speech)
+        // Spoken notifications (config talk.speakNotifications); a passive one waits for the user to finish.
+        let notifications = NotificationSpeaker(speech: speech, enabled: config.talk.speakNotifications,
+                                                userTalking: { talk.phase != .idle })
         self.notifications = notifications
         headsetKnown = config.audio.headset != nil
         (events, eventSink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))

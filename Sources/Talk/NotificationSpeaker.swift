@@ -45,6 +45,7 @@ public actor NotificationSpeaker {
     }
 
     private struct Delivery: Sendable {
+        var waitedForUser = false
         var spoken: [String] = []
         var report: SpeechReport?
         var speakerWasBusy = false
@@ -59,10 +60,19 @@ public actor NotificationSpeaker {
     /// Config `talk.speakNotifications`: when false every system.notify answers NOTIFICATIONS_DISABLED.
     private let enabled: Bool
 
-    public init(speech: SpeechOutput, route: SpeechRoute = .ttsSpeak, enabled: Bool = true) {
+    /// Whether the user is talking to the node right now (a capture is live): a passive
+    /// notification waits for the end of it.
+    private let userTalking: @Sendable () -> Bool
+    /// How long a passive notification waits for the user to finish before it is spoken anyway.
+    private let passiveWaitMs: Int
+
+    public init(speech: SpeechOutput, route: SpeechRoute = .ttsSpeak, enabled: Bool = true,
+                passiveWaitMs: Int = 60_000, userTalking: @escaping @Sendable () -> Bool = { false }) {
         self.speech = speech
         self.route = route
         self.enabled = enabled
+        self.passiveWaitMs = passiveWaitMs
+        self.userTalking = userTalking
     }
 
     /// The `system.notify` node command, for a `NodeCommandRegistry`.
@@ -110,6 +120,15 @@ public actor NotificationSpeaker {
 
     private func deliver(_ note: Notification, ticket: Ticket) async -> Delivery {
         var d = Delivery()
+        if note.priority == .passive {
+            // Passive: never over the user's own words; said once the capture is over.
+            var waited = 0
+            while userTalking() && waited < passiveWaitMs && !ticket.cancelled.withLock({ $0 }) {
+                try? await Task.sleep(for: .milliseconds(100))
+                waited += 100
+            }
+            d.waitedForUser = waited > 0
+        }
         d.speakerWasBusy = await speech.isSpeaking
         for (index, part) in note.parts.enumerated() {
             if ticket.cancelled.withLock({ $0 }) && d.spoken.isEmpty {

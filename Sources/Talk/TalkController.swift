@@ -73,7 +73,7 @@ public actor TalkController {
 
     enum Item: Sendable {
         case input(TalkMachine.Input)
-        case command(TalkMachine.Command, CheckedContinuation<TalkMachine.Answer, Never>)
+        case command(TalkMachine.Command, session: String?, CheckedContinuation<TalkMachine.Answer, Never>)
         case frame(PCMBuffer)
         case event(EventFrame)
         /// Runs on the loop, between two items.
@@ -186,11 +186,11 @@ public actor TalkController {
         switch item {
         case .input(let input):
             await step(input)
-        case .command(let command, let cont):
+        case .command(let command, let session, let cont):
             await sampleOperator()
             nextToken += 1
             answers[nextToken] = cont
-            await step(.command(command, token: nextToken, freshId: UUID().uuidString))
+            await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
         case .frame(let frame):
             await step(.frame(frame, speaker: await speech.speakerState()))
         case .event(let event):
@@ -469,7 +469,7 @@ extension TalkController {
     nonisolated func send(_ item: Item) {
         guard case .terminated = post.yield(item) else { return }
         switch item {
-        case .command(_, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
+        case .command(_, _, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
         case .call(let body): Task { await body(self) }
         default: break
         }
@@ -486,12 +486,13 @@ extension TalkController {
         }
     }
 
-    private nonisolated func command(_ c: TalkMachine.Command) async -> TalkMachine.Answer {
-        await withCheckedContinuation { send(.command(c, $0)) }
+    private nonisolated func command(_ c: TalkMachine.Command, session: String? = nil) async -> TalkMachine.Answer {
+        await withCheckedContinuation { send(.command(c, session: session, $0)) }
     }
 
-    public nonisolated func start() async throws(PTTError) -> String {
-        switch await command(.start) {
+    /// `session`: where the turn goes (the gateway-stamped key of an invoke); nil: the current session.
+    public nonisolated func start(session: String? = nil) async throws(PTTError) -> String {
+        switch await command(.start, session: session) {
         case .captureId(let id): return id
         case .result(let r): return r.captureId
         case .failed(let e): throw e
@@ -501,8 +502,8 @@ extension TalkController {
     public nonisolated func stop() async -> PTTResult { await result(of: .stop) }
     public nonisolated func cancel() async -> PTTResult { await result(of: .cancel) }
 
-    public nonisolated func once() async throws(PTTError) -> PTTResult {
-        switch await command(.once) {
+    public nonisolated func once(session: String? = nil) async throws(PTTError) -> PTTResult {
+        switch await command(.once, session: session) {
         case .captureId(let id): return PTTResult(captureId: id, status: .empty)
         case .result(let r): return r
         case .failed(let e): throw e

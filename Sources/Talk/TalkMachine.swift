@@ -148,7 +148,8 @@ public struct TalkMachine: Sendable {
     }
 
     public enum Input: Sendable {
-        case command(Command, token: Int, freshId: String)
+        /// `session`: the session the gateway stamped on the invoke (nil: the current one).
+        case command(Command, token: Int, freshId: String, session: String? = nil)
         case frame(PCMBuffer, speaker: SpeakerState)
         case microphone(MicrophoneState)
         case operatorState(connected: Bool, mainSessionKey: String?)
@@ -236,7 +237,7 @@ public struct TalkMachine: Sendable {
     /// Tokens waiting for a capture's result.
     private var waiters: [String: [Int]] = [:]
     /// Commands that wait for the microphone or the operator session.
-    private var deferred: [(token: Int, command: Command, freshId: String, deadlineMs: Int64)] = []
+    private var deferred: [(token: Int, command: Command, freshId: String, session: String?, deadlineMs: Int64)] = []
     /// Replies being followed, with the time they are given up.
     public private(set) var replies: [String: Int64] = [:]
     /// Captures whose relay is still finishing after a cancel: their results are ignored.
@@ -268,8 +269,8 @@ public struct TalkMachine: Sendable {
     public mutating func handle(_ input: Input, nowMs: Int64) -> [Action] {
         var out: [Action] = []
         switch input {
-        case .command(let command, let token, let freshId):
-            command_(command, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+        case .command(let command, let token, let freshId, let session):
+            command_(command, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
         case .frame(let frame, let speaker):
             frame_(frame, speaker: speaker, nowMs: nowMs, out: &out)
         case .microphone(let state):
@@ -327,7 +328,7 @@ public struct TalkMachine: Sendable {
 
     // MARK: commands
 
-    private mutating func command_(_ command: Command, token: Int, freshId: String, nowMs: Int64, out: inout [Action]) {
+    private mutating func command_(_ command: Command, token: Int, freshId: String, session: String?, nowMs: Int64, out: inout [Action]) {
         switch command {
         case .start:
             switch phase {
@@ -337,7 +338,7 @@ public struct TalkMachine: Sendable {
                 if deferred.contains(where: { $0.command == .start || $0.command == .once }) {
                     out.append(.answer(token: token, .failed(.alreadyStarting)))
                 } else {
-                    begin(.start, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+                    begin(.start, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
                 }
             }
         case .once:
@@ -348,7 +349,7 @@ public struct TalkMachine: Sendable {
                 if let d = deferred.first(where: { $0.command == .start || $0.command == .once }) {
                     out.append(.answer(token: token, .result(PTTResult(captureId: d.freshId, status: .busy))))
                 } else {
-                    begin(.once, token: token, freshId: freshId, nowMs: nowMs, out: &out)
+                    begin(.once, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
                 }
             }
         case .stop:
@@ -394,21 +395,22 @@ public struct TalkMachine: Sendable {
         return nil
     }
 
-    private mutating func begin(_ command: Command, token: Int, freshId: String, nowMs: Int64, out: inout [Action]) {
+    private mutating func begin(_ command: Command, token: Int, freshId: String, session: String?, nowMs: Int64, out: inout [Action]) {
         if notReady() != nil {
             // The microphone or the operator session may be a moment behind the node session.
-            deferred.append((token, command, freshId, nowMs + settings.partsWaitMs))
+            deferred.append((token, command, freshId, session, nowMs + settings.partsWaitMs))
             return
         }
         let once = command == .once
-        open(id: freshId, kind: once ? .once : .hold, session: currentSession, nowMs: nowMs, leading: .preRoll, out: &out)
+        // An invoked turn goes to the session the gateway stamped on it; others to the current one.
+        open(id: freshId, kind: once ? .once : .hold, session: session ?? currentSession, nowMs: nowMs, leading: .preRoll, out: &out)
         if once { waiters[freshId, default: []].append(token) } else { out.append(.answer(token: token, .captureId(freshId))) }
     }
 
     private mutating func retryDeferred(nowMs: Int64, out: inout [Action]) {
         guard !deferred.isEmpty, notReady() == nil, isIdle else { return }
         let d = deferred.removeFirst()
-        begin(d.command, token: d.token, freshId: d.freshId, nowMs: nowMs, out: &out)
+        begin(d.command, token: d.token, freshId: d.freshId, session: d.session, nowMs: nowMs, out: &out)
     }
 
     private mutating func open(id: String, kind: Kind, session: String?, nowMs: Int64, leading: Leading, out: inout [Action]) {

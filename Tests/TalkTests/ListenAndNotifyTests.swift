@@ -239,6 +239,20 @@ extension TalkAudio {
         #expect(await spoken(rig) == ["talk.speak: \(longText)", "tts.speak: Doorbell", "tts.speak: Someone is at the door."])
     }
 
+    /// Issue 12 item 5: a passive notification is not spoken while the user is talking.
+    @Test func `a passive notification waits until the user has finished talking`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        let talking = Mutex(true)
+        let speaker = NotificationSpeaker(speech: rig.speech, userTalking: { talking.withLock { $0 } })
+        let note = Task { try await speaker.notify(params: ["title": "Laundry", "body": "done.", "priority": "passive"]) }
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(await rig.gateway.speakCalls().isEmpty, "nothing is said over the user")
+        talking.withLock { $0 = false }
+        _ = try await note.value
+        #expect(await spoken(rig) == ["tts.speak: Laundry", "tts.speak: done."])
+    }
+
     @Test func `queued notifications keep their order`() async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }

@@ -310,6 +310,18 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(delivered.compactMap { $0.deliver }.first?.session == "agent:main:kitchen")
     }
 
+    /// Issue 12 item 1: an invoked turn goes to the session the gateway stamped on it.
+    @Test func anInvokedTurnGoesToTheStampedSessionAndTheCurrentOneStays() {
+        var d = MachineDriver()
+        d.feed(.command(.once, token: 99, freshId: "i1", session: "agent:main:room"))
+        d.command(.stop)
+        let out = d.feed(.relayFinished(id: "i1", transcript))
+        #expect(out.compactMap { $0.deliver }.first?.session == "agent:main:room")
+        #expect(out.contains { if case .openCapture = $0 { return true }; return false } == false)
+        #expect(d.m.currentSession == "agent:main:main")
+        #expect(d.log.contains { if case .openCapture("i1", "agent:main:room", _) = $0 { return true }; return false })
+    }
+
     @Test func losingTheOperatorSessionIsASwitchButReconnectingIsNot() {
         var d = MachineDriver()
         d.command(.start)
