@@ -175,20 +175,14 @@ public final class NodeDaemon: Sendable {
         headsetKnown = config.audio.headset != nil
         (events, eventSink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
         (switches, switchSink) = AsyncStream.makeStream(of: String.self)
+        (statuses, statusSink) = AsyncStream.makeStream(of: (SessionStatus, GatewayScope?).self)
+        let (presses, pressSink) = AsyncStream.makeStream(of: PTTKeyAction.self)
+        self.presses = presses
         if let device = config.ptt.device {
             do {
+                // Key presses go in order to the button service, which waits for each answer.
                 button = try PTTButtonService(device: device, key: config.ptt.key,
-                                              mode: PTTKeyMachine.Mode(rawValue: config.ptt.mode) ?? .hold) { action in
-                    Task {
-                        switch action {
-                        case .start:
-                            do { _ = try await talk.start() } catch { log.log(.warning, "ptt", "button: \(error)") }
-                        case .stop:
-                            let r = await talk.stop()
-                            log.log(.info, "ptt", "button: capture \(r.captureId) \(r.status.rawValue)")
-                        }
-                    }
-                }
+                                              mode: PTTKeyMachine.Mode(rawValue: config.ptt.mode) ?? .hold) { pressSink.yield($0) }
             } catch {
                 throw ConfigError("ptt: \(error)")
             }
@@ -201,6 +195,9 @@ public final class NodeDaemon: Sendable {
     }
 
     private let activeName: Mutex<String>
+    private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
+    private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
+    private let presses: AsyncStream<PTTKeyAction>
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     private func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -210,23 +207,11 @@ public final class NodeDaemon: Sendable {
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
                                commands: NodeCommands.registry(talk: talk, notifications: notifications),
                                log: log, timing: timing)
-        let (talk, sink, store, config) = (self.talk, eventSink, self.store, self.config)
+        let (sink, statusSink) = (eventSink, self.statusSink)
         link.onEvent { role, e in sink.yield((role, e)) }
-        link.onStatus { s in
-            guard s.role == "operator" else { return }
-            // Losing the operator session, or the gateway naming another main session, is a session switch.
-            Task { await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey) }
-            guard s.state == .connected else { return }
-            // Queued turns go out at once; the gateway's Talk settings and the current history are read anew.
-            Task {
-                await outbox.nudge()
-                await talk.syncGatewayConfig()
-                await talk.syncWake()
-                let key = talk.sessionKey ?? HistorySession.key(explicit: nil, config: config, store: store, gateway: record.name)
-                _ = try? await transcripts.refresh(sessionKey: key)
-            }
-        }
-        return GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
+        let made = GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
+        link.onStatus { [weak made] s in if s.role == "operator" { statusSink.yield((s, made)) } }
+        return made
     }
 
     static func speechConfig(_ c: ClawConfig) -> SpeechConfig {
@@ -257,7 +242,7 @@ public final class NodeDaemon: Sendable {
         try await start()
         let signals = SignalStream([SIGINT, SIGTERM, SIGHUP])
         for await number in signals.stream {
-            if number == SIGHUP { reloadConfig(); continue }
+            if number == SIGHUP { await reloadConfig(); continue }
             log.log(.info, "daemon", "\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
             break
         }
@@ -292,9 +277,10 @@ public final class NodeDaemon: Sendable {
             group.addTask { await self.talk.run() }
             group.addTask { await self.audio.run(feeding: self.talk) }
             group.addTask { await self.pumpEvents() }
+            group.addTask { await self.followOperator() }
             group.addTask { await self.gatewayService() }
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
-            if let button { group.addTask { await Self.runButton(button, log: self.log) } }
+            if let button { group.addTask { await self.runButton(button) } }
         }
     }
 
@@ -382,19 +368,44 @@ public final class NodeDaemon: Sendable {
         log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : "a loudspeaker: the microphone mutes while it speaks")")
     }
 
-    private static func runButton(_ button: PTTButtonService, log: LogSink) async {
+    /// The headset or keyboard key: each press is a PTT command, in order.
+    private func runButton(_ button: PTTButtonService) async {
         do { try button.start() } catch { log.log(.warning, "ptt", "\(error)"); return }
-        await untilCancelled()
+        for await action in presses {
+            switch action {
+            case .start:
+                do { _ = try await talk.start() } catch { log.log(.warning, "ptt", "button: \(error)") }
+            case .stop:
+                let r = await talk.stop()
+                log.log(.info, "ptt", "button: capture \(r.captureId) \(r.status.rawValue)")
+            }
+        }
         button.stop()
     }
 
+    /// The operator session's status changes, in order: losing it, or the gateway naming another
+    /// main session, is a session switch; on (re)connect queued turns go out at once and the
+    /// gateway's Talk settings, wake triggers and the current history are read anew.
+    private func followOperator() async {
+        for await (s, owner) in statuses {
+            guard let owner, owner === scope.withLock({ $0 }) else { continue }  // a replaced scope's last words
+            await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey)
+            guard s.state == .connected else { continue }
+            await owner.outbox.nudge()
+            await talk.syncGatewayConfig()
+            await talk.syncWake()
+            let key = await historySessionKey(nil)
+            _ = try? await owner.transcripts.refresh(sessionKey: key)
+        }
+    }
+
     /// SIGHUP: read the config again and apply what can change while running.
-    private func reloadConfig() {
+    private func reloadConfig() async {
         guard let reload else { log.log(.info, "daemon", "SIGHUP: no config file to reload"); return }
         do {
             let c = try reload()
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
-            Task { await speech.update(config: NodeDaemon.speechConfig(c)) }
+            await speech.update(config: NodeDaemon.speechConfig(c))
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {
             log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
