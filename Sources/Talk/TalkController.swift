@@ -257,8 +257,6 @@ public actor TalkController {
             answers.removeValue(forKey: token)?.resume(returning: answer)
         case .stopSpeech:
             await speech.stop()
-        case .closeReplies:
-            break  // each reply is closed by its own closeReply
         case .openCapture(let id, let sessionKey, let leading):
             await openCapture(id, sessionKey: sessionKey, leading: leading)
         case .appendFrame(let id, let frame):
@@ -305,8 +303,6 @@ public actor TalkController {
             log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
             return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
                               freshId: UUID().uuidString)
-        case .gated:
-            break
         case .resetWake:
             wake?.detector?.reset()
         case .playChime:
@@ -321,8 +317,6 @@ public actor TalkController {
             onSessionChange?(key)
         case .wakeOutcome(let outcome):
             wake?.lastOutcome = outcome
-        case .markWakeSent:
-            break
         case .log(let level, let category, let message):
             log.log(level, category, message)
         case .wakeAt(let ms):

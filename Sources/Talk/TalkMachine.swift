@@ -188,8 +188,6 @@ public struct TalkMachine: Sendable {
         case answer(token: Int, Answer)
         /// Silence the speaker (a new capture, a barge-in, a session switch).
         case stopSpeech
-        /// Close every reply being followed; their late text is dropped.
-        case closeReplies
         /// Open a relay stream for this capture and start it with the leading audio.
         case openCapture(id: String, sessionKey: String?, leading: Leading)
         case appendFrame(id: String, PCMBuffer)
@@ -205,15 +203,12 @@ public struct TalkMachine: Sendable {
         case rekeyReply(from: String, to: String)
         /// The frame belongs to the pre-roll (and, with `wake`, to the wake detector).
         case listen(PCMBuffer, wake: Bool)
-        /// The loudspeaker gate kept this frame from the microphone.
-        case gated
         case resetWake
         case playChime
         /// Ask the reply executor where the reply was cut (answers `bargeInPosition`).
         case measureBargeIn
         case persistSession(String)
         case wakeOutcome(String)
-        case markWakeSent
         case log(LogLevel, String, String)
         /// Call back with `.tick` at this time (or earlier).
         case wakeAt(Int64)
@@ -288,7 +283,7 @@ public struct TalkMachine: Sendable {
         case .delivered(let id, let status, let key):
             if status == .notQueued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
             if case .ending(let c) = phase, c.id == id {
-                if case .wake = c.kind { lastWakeSendAtMs = nowMs; out.append(.markWakeSent) }
+                if case .wake = c.kind { lastWakeSendAtMs = nowMs }
                 // The transcript was recorded with the delivery; resolve with it.
                 resolve(id, PTTResult(captureId: id, transcript: pendingTranscript, status: status), out: &out)
             }
@@ -501,7 +496,6 @@ public struct TalkMachine: Sendable {
                 } else {
                     // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
                     gatedFrames += 1
-                    out.append(.gated)
                     return
                 }
             } else {
@@ -536,7 +530,7 @@ public struct TalkMachine: Sendable {
     private mutating func closeAllReplies() -> [Action] {
         let runs = replies.keys.sorted()
         replies.removeAll()
-        return runs.map { .closeReply(runId: $0) } + [.closeReplies]
+        return runs.map { .closeReply(runId: $0) }
     }
 
     // MARK: wake

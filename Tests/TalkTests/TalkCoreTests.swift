@@ -71,5 +71,26 @@ extension TalkAudio {
         #expect(report.durationMs > 500 && report.durationMs < 3000, "reported \(report.durationMs) ms")
         #expect(rig.talk.sessionKey == "agent:main:kitchen")
     }
+
+    /// Defect 7: a `once` that arrives while the microphone is still coming up waits for it
+    /// (here the capture starts 0.8 s later, like a slow sound server) instead of failing.
+    @Test func `once before the microphone is up waits for it`() async throws {
+        let rig = try await TalkRig.make(speakReplies: false)
+        defer { Task { await rig.shutdown() } }
+        let talk = TalkController(channel: rig.session, speech: rig.speech, config: TalkConfig(), log: rig.log.sink)
+        let loop = Task { await talk.run() }
+        defer { loop.cancel() }
+        let audio = LiveAudio(source: "cv_mic.monitor", sink: "cv_speaker", server: TalkPulse.server, log: rig.log.sink)
+        defer { audio.stop() }
+        let once = Task { try await talk.once() }
+        try await Task.sleep(for: .milliseconds(800))
+        audio.start(feeding: talk)
+        let words = try Signal.speech("good morning")
+        try await Task.sleep(for: .milliseconds(600))
+        _ = try await rig.micPlayer.play(PCMBuffer(format: .voice, samples: words.samples + [Int16](repeating: 0, count: 16_000 * 2)))
+        let result = try await once.value
+        #expect(result.status == .queued || result.status == .empty, "\(result)")
+        #expect(await rig.gateway.relayRecords().count == 1, "the capture opened once the microphone was live")
+    }
 }
 }

@@ -370,9 +370,10 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
 @Suite struct TalkMachineSpeakerTests {
     @Test func onALoudspeakerTheMicrophoneIsGatedWhileSpeakingAndForTheTail() {
         var d = MachineDriver()
-        #expect(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))).contains { if case .gated = $0 { return true }; return false })
-        #expect(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 250))).contains { if case .gated = $0 { return true }; return false })
-        #expect(!d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 350))).contains { if case .gated = $0 { return true }; return false })
+        func heard(_ out: [TalkMachine.Action]) -> Bool { out.contains { if case .listen = $0 { return true }; return false } }
+        #expect(!heard(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))))
+        #expect(!heard(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 250)))))
+        #expect(heard(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 350)))))
         #expect(d.m.gatedFrames == 2)
     }
 
