@@ -350,15 +350,8 @@ public struct TalkMachine: Sendable {
         case .stop:
             switch phase {
             case .idle:
-                if let i = deferred.firstIndex(where: { $0.command == .start || $0.command == .once }) {
-                    // Stopped before it could start: nothing was captured.
-                    let d = deferred.remove(at: i)
-                    let r = PTTResult(captureId: d.freshId, status: .empty)
-                    out.append(.answer(token: d.token, d.command == .start ? .captureId(d.freshId) : .result(r)))
-                    out.append(.answer(token: token, .result(r)))
-                } else {
-                    out.append(.answer(token: token, .result(PTTResult(captureId: freshId, status: .idle))))
-                }
+                // Stopped before it could start: nothing was captured.
+                endDeferred(token: token, freshId: freshId, status: .empty, out: &out)
             case .capturing(let c):
                 waiters[c.id, default: []].append(token)
                 end(c, reason: "stop", out: &out)
@@ -368,19 +361,25 @@ public struct TalkMachine: Sendable {
         case .cancel:
             switch phase {
             case .idle:
-                if let i = deferred.firstIndex(where: { $0.command == .start || $0.command == .once }) {
-                    let d = deferred.remove(at: i)
-                    let r = PTTResult(captureId: d.freshId, status: .cancelled)
-                    out.append(.answer(token: d.token, d.command == .start ? .captureId(d.freshId) : .result(r)))
-                    out.append(.answer(token: token, .result(r)))
-                } else {
-                    out.append(.answer(token: token, .result(PTTResult(captureId: freshId, status: .idle))))
-                }
+                endDeferred(token: token, freshId: freshId, status: .cancelled, out: &out)
             case .capturing(let c), .ending(let c):
                 discard(c, reason: "cancelled", out: &out)
                 out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .cancelled))))
             }
         }
+    }
+
+    /// A stop or cancel with nothing live: it ends a start that is still waiting for its parts
+    /// (both answer with `status`), else it answers `idle` with a fresh id.
+    private mutating func endDeferred(token: Int, freshId: String, status: PTTStatus, out: inout [Action]) {
+        guard let i = deferred.firstIndex(where: { $0.command == .start || $0.command == .once }) else {
+            out.append(.answer(token: token, .result(PTTResult(captureId: freshId, status: .idle))))
+            return
+        }
+        let d = deferred.remove(at: i)
+        let r = PTTResult(captureId: d.freshId, status: status)
+        out.append(.answer(token: d.token, d.command == .start ? .captureId(d.freshId) : .result(r)))
+        out.append(.answer(token: token, .result(r)))
     }
 
     /// Why a capture cannot open now, or nil.
