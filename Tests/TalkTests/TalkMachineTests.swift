@@ -285,6 +285,19 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(e.code == "MICROPHONE_UNAVAILABLE")
     }
 
+    @Test func aStopOrCancelOfAWaitingStartAnswersBothAndOpensNothing() {
+        for (command, status) in [(TalkMachine.Command.stop, PTTStatus.empty), (.cancel, .cancelled)] {
+            var d = MachineDriver(ready: false)
+            let (o, _) = d.command(.once)
+            let (e, _) = d.command(command)
+            #expect(d.answers(o) == [.result(PTTResult(captureId: "c1", status: status))])
+            #expect(d.answers(e) == [.result(PTTResult(captureId: "c1", status: status))])
+            d.feed(.microphone(.live))
+            d.feed(.operatorState(connected: true, mainSessionKey: nil))
+            #expect(!d.log.contains { $0.isOpen }, "nothing opens once the parts are up")
+        }
+    }
+
     @Test func aSecondStartWhileOneWaitsIsRefused() {
         var d = MachineDriver(ready: false)
         d.command(.start)
