@@ -43,7 +43,7 @@ extension TalkAudio {
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
         let words = try Signal.speech("one two three")
-        for round in 0..<4 {
+        for round in 0..<2 {
             let play = Task { try await rig.micPlayer.play(words) }
             try await Task.sleep(for: .milliseconds(2100))  // the pre-roll fills with speech and silence
             _ = try await rig.talk.start()

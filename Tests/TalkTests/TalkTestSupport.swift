@@ -136,6 +136,8 @@ struct TalkRig {
         tc.speakReplies = speakReplies
         tc.headset = headset
         tc.voiceNoteDirectory = dir + "/voice-notes"
+        // Commands wait this long for parts that are still starting (3 s in the daemon).
+        tc.partsWaitMs = 1_000
         let sender = outbox ? OutboxSender(store: store, gateway: "lb", channel: session, log: log.sink) : nil
         if let sender, startOutbox { await sender.start() }
         let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink, outbox: sender)
