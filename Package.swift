@@ -23,11 +23,17 @@ let package = Package(
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
 
+        // The one C++ edge: a C face over Debian's libwebrtc-audio-processing (echo cancellation).
+        .target(name: "CWebRTCAudio",
+                cxxSettings: [.unsafeFlags(["-I/usr/include/webrtc_audio_processing", "-DWEBRTC_POSIX",
+                                            "-DWEBRTC_AUDIO_PROCESSING_ONLY_BUILD", "-std=c++11", "-w"])],
+                linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
+
         .target(name: "GatewayProtocol", dependencies: ["CSSL"]),
         .target(name: "WebSocketTransport", dependencies: ["CWebsockets", "CSSL"]),
         .target(name: "Store", dependencies: ["CSQLite", "GatewayProtocol"]),
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
-        .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
+        .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP", "CWebRTCAudio"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio"]),
         .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
