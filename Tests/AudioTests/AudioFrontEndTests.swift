@@ -3,6 +3,7 @@
 // out must have lost the echo (echo return loss enhancement) and kept the user.
 
 import Audio
+import AudioFrontEnd
 import Foundation
 import Testing
 
