@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "AudioFrontEnd", dependencies: ["CWebRTCAudio"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio"]),
-        .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
+        .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),

@@ -47,6 +47,10 @@ public struct ClawConfig: Sendable, Equatable {
         public var preRollMs: Int = 300
         /// Treat the output as a headset (nil: ask PulseAudio about the sink's port).
         public var headset: Bool? = nil
+        /// Echo cancellation against our own playback (nil: on for loudspeakers, off for headsets).
+        public var echoCancel: Bool? = nil
+        /// How late the speaker's sound reaches the microphone, for the echo canceller (0–500 ms).
+        public var echoDelayMs: Int = 60
     }
     public struct Talk: Sendable, Equatable {
         /// Silence after speech that ends `talk.ptt.once` (the gateway's talk.config wins when it names one).
@@ -135,7 +139,8 @@ extension ClawConfig {
                     "allowInsecure": "bool", "operatorClient": "string", "keepSharedSecret": "bool"],
         "log": ["level": "string"],
         "control": ["socket": "string?"],
-        "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?"],
+        "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?", "echoCancel": "bool?",
+                  "echoDelayMs": "int:0:500"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool",
@@ -238,6 +243,8 @@ extension ClawConfig {
                 c.audio.sink = s("sink")
                 if let n = i("preRollMs") { c.audio.preRollMs = n }
                 c.audio.headset = fields["headset"]?.boolValue
+                c.audio.echoCancel = fields["echoCancel"]?.boolValue
+                if let n = i("echoDelayMs") { c.audio.echoDelayMs = n }
             case "talk":
                 if let n = i("silenceTimeoutMs") { c.talk.silenceTimeoutMs = n }
                 if let n = i("onceMaxMs") { c.talk.onceMaxMs = n }

@@ -151,7 +151,9 @@ public final class NodeDaemon: Sendable {
         self.operatorSession = operatorSession
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
         let channel = LateOperatorChannel(box: operatorSession)
-        let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
+        // What the speaker plays is the echo canceller's reference.
+        let echo = EchoReference()
+        let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback, reference: echo),
                                   config: NodeDaemon.speechConfig(config), log: log)
         self.speech = speech
         // `session use` is remembered per gateway; the talk loop persists each switch there.
@@ -164,7 +166,7 @@ public final class NodeDaemon: Sendable {
                                       do { try store.setCurrentSession(gateway: gateway, key: key) } catch {
                                           log.log(.warning, "talk", "could not remember session \(key): \(error)")
                                       }
-                                  })
+                                  }, echoReference: echo)
         self.activeName = activeGateway
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
@@ -233,6 +235,8 @@ public final class NodeDaemon: Sendable {
         t.speakReplies = c.talk.speakReplies
         t.interruptOnSpeech = c.talk.interruptOnSpeech
         t.headset = c.audio.headset ?? false
+        t.echoCancel = c.audio.echoCancel
+        t.echoDelayMs = c.audio.echoDelayMs
         t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
         return t
     }
@@ -365,7 +369,7 @@ public final class NodeDaemon: Sendable {
               let sinks = try? await audio.connection.sinks(),
               let sink = sinks.first(where: { config.audio.sink == nil ? $0.isDefault : $0.name == config.audio.sink }) else { return }
         talk.setHeadset(sink.isHeadset)
-        log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : "a loudspeaker: the microphone mutes while it speaks")")
+        log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : (config.audio.echoCancel ?? true) ? "a loudspeaker: its echo is cancelled, so barge-in and wake words work while it speaks" : "a loudspeaker: the microphone mutes while it speaks")")
     }
 
     /// The headset or keyboard key: each press is a PTT command, in order.

@@ -9,9 +9,16 @@ import GatewayClient
 /// Speech goes to PulseAudio.
 public struct PulseSpeechSink: SpeechSink {
     public let playback: PulsePlayback
-    public init(playback: PulsePlayback) { self.playback = playback }
+    /// Where what is played is kept for the echo canceller (nil: no echo cancellation).
+    public let reference: EchoReference?
+    public init(playback: PulsePlayback, reference: EchoReference? = nil) {
+        self.playback = playback
+        self.reference = reference
+    }
     public func play(_ pcm: PCMBuffer) async throws -> Bool {
-        try await playback.play(pcm) == .finished
+        reference?.begin(pcm)
+        defer { reference?.end() }
+        return try await playback.play(pcm) == .finished
     }
     public func stop() async { playback.stop() }
 }
@@ -79,7 +86,7 @@ public final class LiveAudio: Sendable {
                 log.log(.info, "audio", "capturing from \(source ?? "the default source")")
                 // The frame stream does not end by itself on cancellation: stop the capture then.
                 await withTaskCancellationHandler {
-                    for await frame in capture.frames { controller.micFrame(frame.pcm) }
+                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.receivedAt) }
                 } onCancel: {
                     capture.stop()
                 }

@@ -39,6 +39,11 @@ public struct TalkConfig: Sendable, Equatable {
     public var speakerTailMs = 300
     /// A command arriving while the microphone or the operator session is still starting waits this long.
     public var partsWaitMs: Int64 = 3_000
+    /// Echo cancellation against the speaker (config audio.echoCancel): nil means on for
+    /// loudspeakers and off for headsets; it needs the speech sink's EchoReference.
+    public var echoCancel: Bool?
+    /// How late the speaker's sound reaches the microphone (playback and capture buffering).
+    public var echoDelayMs = 60
     public init() {}
 }
 
@@ -74,7 +79,7 @@ public actor TalkController {
     enum Item: Sendable {
         case input(TalkMachine.Input)
         case command(TalkMachine.Command, session: String?, CheckedContinuation<TalkMachine.Answer, Never>)
-        case frame(PCMBuffer)
+        case frame(PCMBuffer, at: ContinuousClock.Instant)
         case event(EventFrame)
         /// Runs on the loop, between two items.
         case call(@Sendable (TalkController) async -> Void)
@@ -88,6 +93,8 @@ public actor TalkController {
     private let log: LogSink
     private var outbox: OutboxSender?
     private let onSessionChange: (@Sendable (String) -> Void)?
+    private let echoReference: EchoReference?
+    private var cleaner: CaptureCleaner?
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
     private let published: Mutex<Snapshot>
@@ -118,7 +125,9 @@ public actor TalkController {
     private var jobs: [@Sendable () async -> Void] = []
 
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
-                outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil) {
+                outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil,
+                echoReference: EchoReference? = nil) {
+        self.echoReference = echoReference
         self.channel = channel
         self.speech = speech
         self.config = config
@@ -126,7 +135,8 @@ public actor TalkController {
         self.outbox = outbox
         self.onSessionChange = onSessionChange
         self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
-        self.machine = TalkMachine(settings: Self.settings(config, wake: nil), chosenSession: config.sessionKey)
+        self.machine = TalkMachine(settings: Self.settings(config, wake: nil, echo: Self.echoOn(config, echoReference)),
+                                   chosenSession: config.sessionKey)
         (inbox, post) = AsyncStream.makeStream(of: Item.self)
         var s = Snapshot()
         s.sessionKey = config.sessionKey
@@ -134,8 +144,13 @@ public actor TalkController {
         published = Mutex(s)
     }
 
-    static func settings(_ c: TalkConfig, wake: WakeConfig?) -> TalkMachine.Settings {
+    static func echoOn(_ c: TalkConfig, _ reference: EchoReference?) -> Bool {
+        reference != nil && (c.echoCancel ?? !c.headset)
+    }
+
+    static func settings(_ c: TalkConfig, wake: WakeConfig?, echo: Bool = false) -> TalkMachine.Settings {
         var s = TalkMachine.Settings()
+        s.echoCancelled = echo
         s.silenceTimeoutMs = c.silenceTimeoutMs
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
@@ -191,8 +206,8 @@ public actor TalkController {
             nextToken += 1
             answers[nextToken] = cont
             await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
-        case .frame(let frame):
-            await step(.frame(frame, speaker: await speech.speakerState()))
+        case .frame(let raw, let at):
+            await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):
@@ -210,6 +225,25 @@ public actor TalkController {
         }
         publish()
     }
+
+    /// The microphone frame with the speaker's echo taken out, when echo cancellation is on.
+    private func clean(_ frame: PCMBuffer, at t: ContinuousClock.Instant) -> PCMBuffer {
+        guard machine.settings.echoCancelled, let reference = echoReference, frame.format == .voice else { return frame }
+        if cleaner == nil {
+            do { cleaner = try CaptureCleaner(reference: reference, delayMs: config.echoDelayMs) } catch {
+                log.log(.warning, "audio", "echo cancellation unavailable: \(error)")
+                machine.replaceSettings(Self.settings(config, wake: wake?.config, echo: false))
+                return frame
+            }
+        }
+        let out = cleaner?.clean(frame, at: t) ?? frame
+        cleanedFrames += 1
+        if cleanedFrames % 25 == 0 {
+            log.log(.debug, "audio", String(format: "echo canceller: in %.1f dBFS, out %.1f dBFS", Endpointer.dbfs(rms: frame.rms), Endpointer.dbfs(rms: out.rms)))
+        }
+        return out
+    }
+    private var cleanedFrames = 0
 
     /// The operator session's state as the channel sees it now, fed to the machine when it
     /// differs (the daemon also posts every change; tools and tests may not).
@@ -513,7 +547,7 @@ extension TalkController {
     }
 
     /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
-    public nonisolated func micFrame(_ frame: PCMBuffer) { send(.frame(frame)) }
+    public nonisolated func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now) { send(.frame(frame, at: at)) }
     public nonisolated func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
     /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.
     public nonisolated func handle(_ event: EventFrame) { send(.event(event)) }
@@ -582,18 +616,18 @@ extension TalkController {
     private func apply(_ c: TalkConfig) {
         config = c
         preRoll = PreRollBuffer(milliseconds: c.preRollMs)
-        machine.replaceSettings(Self.settings(c, wake: wake?.config))
+        machine.replaceSettings(Self.settings(c, wake: wake?.config, echo: Self.echoOn(c, echoReference)))
     }
 
     private func applyHeadset(_ headset: Bool) {
         config.headset = headset
-        machine.replaceSettings(Self.settings(config, wake: wake?.config))
+        machine.replaceSettings(Self.settings(config, wake: wake?.config, echo: Self.echoOn(config, echoReference)))
     }
 
     private func applySilenceTimeout(_ ms: Int) {
         guard ms != config.silenceTimeoutMs else { return }
         config.silenceTimeoutMs = ms
-        machine.replaceSettings(Self.settings(config, wake: wake?.config))
+        machine.replaceSettings(Self.settings(config, wake: wake?.config, echo: Self.echoOn(config, echoReference)))
         log.log(.info, "talk", "silence timeout from the gateway: \(ms) ms")
     }
 
@@ -642,14 +676,14 @@ extension TalkController {
         let w = WakeListener(config: wakeConfig, triggers: triggers ?? knownTriggers ?? VoiceWakeTriggers.defaults)
         if let r = knownRouting { w.setRouting(r) }
         wake = w
-        machine.replaceSettings(Self.settings(config, wake: wakeConfig))
+        machine.replaceSettings(Self.settings(config, wake: wakeConfig, echo: Self.echoOn(config, echoReference)))
         logWakeModels(w)
         if let problem = w.chimeProblem { log.log(.warning, "wake", problem) }
     }
 
     private func disableWakeNow() {
         wake = nil
-        machine.replaceSettings(Self.settings(config, wake: nil))
+        machine.replaceSettings(Self.settings(config, wake: nil, echo: Self.echoOn(config, echoReference)))
     }
 
     private func setWakeRouting(_ r: JSONValue) {

@@ -77,9 +77,15 @@ public struct TalkMachine: Sendable {
         public var onceMaxMs = 12_000
         public var captureMaxMs = 60_000
         public var headset = false
+        /// The capture is echo-cancelled against the speaker: a loudspeaker then needs no gate,
+        /// and barge-in and wake words work while it speaks, as on a headset.
+        public var echoCancelled = false
         public var interruptOnSpeech = true
         public var bargeInMs = 300
         public var bargeInLevelDbfs = -35.0
+        /// The bar on an echo-cancelled loudspeaker: what is left of the echo sits near −50 dBFS,
+        /// and the canceller's suppressor takes the edge off the user's voice in double talk.
+        public var echoBargeInLevelDbfs = -45.0
         public var speakerTailMs = 300
         public var speakReplies = true
         public var replyTimeoutMs: Int64 = 120_000
@@ -488,9 +494,10 @@ public struct TalkMachine: Sendable {
         case .ending:
             out.append(.listen(frame, wake: false))  // pre-roll only: no wake until the turn is out
         case .idle:
-            let audible = speaker.audible(tailMs: settings.headset ? 0 : settings.speakerTailMs)
+            let clean = settings.headset || settings.echoCancelled
+            let audible = speaker.audible(tailMs: clean ? 0 : settings.speakerTailMs)
             if audible {
-                if settings.headset {
+                if clean {
                     if settings.interruptOnSpeech { bargeIn(frame, out: &out) }
                 } else {
                     // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
@@ -507,7 +514,7 @@ public struct TalkMachine: Sendable {
     /// Whether the wake detector hears this idle frame.
     private func wakeListens(speaking: Bool, nowMs: Int64) -> Bool {
         guard settings.wakeEnabled, deferred.isEmpty else { return false }
-        if speaking && !(settings.headset && settings.interruptOnSpeech) { return false }
+        if speaking && !((settings.headset || settings.echoCancelled) && settings.interruptOnSpeech) { return false }
         if let t = lastWakeSendAtMs, nowMs - t < settings.wakeDebounceMs { return false }
         return true
     }
@@ -516,7 +523,8 @@ public struct TalkMachine: Sendable {
     private mutating func bargeIn(_ frame: PCMBuffer, out: inout [Action]) {
         let dbfs = 20 * log10(max(frame.rms, 1e-5))
         let ms = Int(frame.durationMilliseconds.rounded())
-        bargeVoiceMs = dbfs >= settings.bargeInLevelDbfs ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
+        let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
+        bargeVoiceMs = dbfs >= bar ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
         guard bargeVoiceMs >= settings.bargeInMs else { return }
         bargeVoiceMs = 0
         bargeIns += 1

@@ -390,6 +390,25 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(d.m.gatedFrames == 2)
     }
 
+    /// Issue 14: with the echo cancelled a loudspeaker keeps the microphone open while it
+    /// speaks; the wake detector listens and voice over the cancelled echo barges in.
+    @Test func anEchoCancelledLoudspeakerIsNotGatedAndBargesIn() {
+        var s = TalkMachine.Settings()
+        s.echoCancelled = true
+        s.wakeEnabled = true
+        var d = MachineDriver(settings: s)
+        let first = d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))
+        #expect(first.contains { if case .listen(_, true) = $0 { return true }; return false }, "wake listens over the speaker")
+        #expect(d.m.gatedFrames == 0)
+        for _ in 0..<20 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }
+        #expect(d.m.bargeIns == 1)
+        // Quiet residual echo (−60 dBFS) never adds up to a barge-in.
+        var q = MachineDriver(settings: s)
+        let quiet = PCMBuffer(format: .voice, samples: (0..<320).map { Int16(30 * sin(Double($0) * 0.3)) })
+        for _ in 0..<500 { q.feed(.frame(quiet, speaker: SpeakerState(playing: true))) }
+        #expect(q.m.bargeIns == 0)
+    }
+
     @Test func onAHeadsetSustainedVoiceBargesInAndTheNextTurnSaysWhere() {
         var s = TalkMachine.Settings()
         s.headset = true

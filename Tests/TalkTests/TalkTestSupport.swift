@@ -103,7 +103,7 @@ struct TalkRig {
 
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
                      speakReplies: Bool = true, source: String = "cv_mic.monitor", headset: Bool = false,
-                     outbox: Bool = false, startOutbox: Bool = true,
+                     outbox: Bool = false, startOutbox: Bool = true, echoCancel: Bool = false,
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
@@ -129,18 +129,21 @@ struct TalkRig {
         await session.start()
         _ = await session.waitUntilSettled(timeout: .seconds(10))
         let audio = LiveAudio(source: source, sink: "cv_speaker", server: TalkPulse.server, log: log.sink)
-        let speech = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: audio.playback), config: SpeechConfig(), log: log.sink)
+        let echo = echoCancel ? EchoReference() : nil
+        let speech = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: audio.playback, reference: echo),
+                                  config: SpeechConfig(), log: log.sink)
         var tc = TalkConfig()
         tc.silenceTimeoutMs = silenceTimeoutMs
         tc.preRollMs = preRollMs
         tc.speakReplies = speakReplies
         tc.headset = headset
+        tc.echoCancel = echoCancel ? true : false
         tc.voiceNoteDirectory = dir + "/voice-notes"
         // Commands wait this long for parts that are still starting (3 s in the daemon).
         tc.partsWaitMs = 1_000
         let sender = outbox ? OutboxSender(store: store, gateway: "lb", channel: session, log: log.sink) : nil
         if let sender, startOutbox { await sender.start() }
-        let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink, outbox: sender)
+        let talk = TalkController(channel: session, speech: speech, config: tc, log: log.sink, outbox: sender, echoReference: echo)
         let pump = Task {
             await withDiscardingTaskGroup { group in
                 group.addTask { await talk.run() }
