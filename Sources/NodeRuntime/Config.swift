@@ -71,6 +71,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var voiceNotes: Bool = true
         /// Stop speaking when the user talks over the assistant (headsets only; the gateway's talk.config may say otherwise).
         public var interruptOnSpeech: Bool = true
+        /// After a reply, listen this long for a next turn without the wake word (0: off).
+        public var followUpMs: Int = 0
         /// Speak `system.notify` notifications; false answers them NOTIFICATIONS_DISABLED.
         public var speakNotifications: Bool = true
     }
@@ -143,7 +145,7 @@ extension ClawConfig {
                   "echoDelayMs": "int:0:500"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool",
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000",
                  "speakNotifications": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
@@ -256,6 +258,7 @@ extension ClawConfig {
                 if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
                 if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
                 if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
+                if let n = i("followUpMs") { c.talk.followUpMs = n }
                 if let b = fields["speakNotifications"]?.boolValue { c.talk.speakNotifications = b }
             case "ptt":
                 c.ptt.device = s("device")

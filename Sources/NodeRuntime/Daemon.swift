@@ -234,6 +234,7 @@ public final class NodeDaemon: Sendable {
         t.sessionKey = c.talk.sessionKey
         t.speakReplies = c.talk.speakReplies
         t.interruptOnSpeech = c.talk.interruptOnSpeech
+        t.followUpMs = c.talk.followUpMs
         t.headset = c.audio.headset ?? false
         t.echoCancel = c.audio.echoCancel
         t.echoDelayMs = c.audio.echoDelayMs

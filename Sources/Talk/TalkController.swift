@@ -37,6 +37,8 @@ public struct TalkConfig: Sendable, Equatable {
     public var bargeInLevelDbfs = -35.0
     /// Loudspeaker mode mutes the microphone while speaking and for this long after.
     public var speakerTailMs = 300
+    /// After a reply, listen this long for a next turn without the wake word (0: off).
+    public var followUpMs = 0
     /// A command arriving while the microphone or the operator session is still starting waits this long.
     public var partsWaitMs: Int64 = 3_000
     /// Echo cancellation against the speaker (config audio.echoCancel): nil means on for
@@ -162,6 +164,7 @@ public actor TalkController {
         s.speakReplies = c.speakReplies
         s.replyTimeoutMs = c.replyTimeoutMs
         s.partsWaitMs = c.partsWaitMs
+        s.followUpMs = c.followUpMs
         if let w = wake {
             s.wakeEnabled = w.enabled
             s.wakeSilenceAfterSpeechMs = w.silenceAfterSpeechMs
@@ -218,6 +221,7 @@ public actor TalkController {
             await step(.relayFinished(id: id, finished))
         case .replySpoken(let report):
             published.withLock { $0.lastSpeech = report }
+            await step(.replyDone(stopped: report.outcome == .stopped))
         case .timerFired:
             armedAtMs = nil
             await sampleOperator()

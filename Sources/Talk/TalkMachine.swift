@@ -101,6 +101,9 @@ public struct TalkMachine: Sendable {
         public var wakeMaxCaptureMs = 30_000
         public var wakeDebounceMs: Int64 = 350
         public var wakeMinCommandCharacters = 2
+        /// After a reply has been spoken, listen this long for a next turn without the wake word
+        /// (talk.followUpMs; 0: off, as by default).
+        public var followUpMs = 0
         public init() {}
     }
 
@@ -113,6 +116,9 @@ public struct TalkMachine: Sendable {
         case once
         /// Started by a wake word; `triggers` are stripped from the transcript.
         case wake(phrase: String, triggers: [String])
+        /// Opened by itself after a reply (talk.followUpMs): the next turn without the wake word;
+        /// dropped quietly when nothing is said in the window.
+        case followUp
 
         var isHold: Bool { self == .hold }
     }
@@ -170,6 +176,8 @@ public struct TalkMachine: Sendable {
         /// The reply's position when a barge-in stopped it.
         case bargeInPosition(ms: Double)
         case chat(runId: String, final: Bool)
+        /// A followed reply has been spoken (`stopped`: cut off by a stop, barge-in or switch).
+        case replyDone(stopped: Bool)
         case turnSent(idempotencyKey: String, runId: String)
         /// Speak the reply of this run as it streams in.
         case followReply(runId: String)
@@ -306,6 +314,12 @@ public struct TalkMachine: Sendable {
         case .bargeInPosition(let ms):
             pendingInterruption = String(format: "Assistant speech interrupted at %.1fs.", ms / 1000)
             out.append(.log(.info, "talk", "barge-in: \(pendingInterruption ?? "")"))
+        case .replyDone(let stopped):
+            // A reply heard to its end (not cut off): listen a moment for the next turn.
+            if settings.followUpMs > 0, !stopped, isIdle, deferred.isEmpty, notReady() == nil {
+                open(id: "followup-\(nowMs)-\(generation)", kind: .followUp, session: currentSession, nowMs: nowMs,
+                     leading: .preRoll, out: &out)
+            }
         case .chat(let runId, let final):
             guard replies[runId] != nil else { break }
             out.append(.feedReply(runId: runId))
@@ -426,6 +440,9 @@ public struct TalkMachine: Sendable {
         case .wake:
             capMs = settings.wakeMaxCaptureMs
             endpointer = Endpointer(silenceTimeoutMs: settings.wakeSilenceAfterSpeechMs, maxCaptureMs: capMs)
+        case .followUp:
+            capMs = settings.onceMaxMs
+            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
         }
         let c = Capture(id: id, kind: kind, sessionKey: session, startedAtMs: nowMs, endpointer: endpointer,
                         capAtMs: nowMs + Int64(capMs) + settings.capSlackMs)
@@ -439,6 +456,7 @@ public struct TalkMachine: Sendable {
         case .hold: what = ""
         case .once: what = " (once)"
         case .wake(let phrase, _): what = " (wake: \(phrase))"
+        case .followUp: what = " (follow-up)"
         }
         out.append(.log(.info, "talk", "capture \(id) started\(what)"))
     }
@@ -477,8 +495,10 @@ public struct TalkMachine: Sendable {
         switch phase {
         case .capturing(var c):
             // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
-            let chimeAudible: Bool
-            if case .wake = c.kind, !settings.headset { chimeAudible = speaker.audible(tailMs: settings.speakerTailMs) } else { chimeAudible = false }
+            // (So does the reply's tail before a follow-up.)
+            let unsolicited: Bool
+            switch c.kind { case .wake, .followUp: unsolicited = true; default: unsolicited = false }
+            let chimeAudible = unsolicited && !settings.headset && !settings.echoCancelled && speaker.audible(tailMs: settings.speakerTailMs)
             let heard = chimeAudible ? PCMBuffer(format: frame.format, samples: [Int16](repeating: 0, count: frame.samples.count)) : frame
             var event = c.endpointer.feed(heard)
             if case .wake = c.kind, event == nil, !c.endpointer.speechHeard,
@@ -487,6 +507,11 @@ public struct TalkMachine: Sendable {
             }
             phase = .capturing(c)
             out.append(.appendFrame(id: c.id, frame))
+            if case .followUp = c.kind, !c.endpointer.speechHeard,
+               c.endpointer.elapsedMilliseconds >= Double(settings.followUpMs) {
+                discard(c, reason: "follow-up: nothing was said", out: &out)  // no turn, no answer
+                return
+            }
             if case .endOfUtterance(let reason)? = event, !c.kind.isHold || reason == .maxDuration {
                 // `once` and wake end on silence after speech; a held capture only at its hard cap.
                 end(c, reason: "\(reason)", out: &out)

@@ -92,5 +92,28 @@ extension TalkAudio {
         #expect(result.status == .queued || result.status == .empty, "\(result)")
         #expect(await rig.gateway.relayRecords().count == 1, "the capture opened once the microphone was live")
     }
+
+    /// Issue 14 item 5: with talk.followUpMs, the next question after a spoken reply needs no
+    /// wake word or button.
+    @Test func `after a spoken reply a follow-up question becomes the next turn`() async throws {
+        let rig = try await TalkRig.make(followUpMs: 4_000)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.gateway.supplyTranscript("what is the weather")
+        let first = Task { try await rig.talk.once() }
+        try await Task.sleep(for: .milliseconds(150))
+        _ = try await rig.micPlayer.play(PCMBuffer(format: .voice, samples: try Signal.speech("what is the weather").samples
+                                                   + [Int16](repeating: 0, count: 16_000)))
+        #expect(try await first.value.status == .queued)
+        // The echo reply is spoken; then the node listens by itself.
+        let opened = try await WakeTurnTests.waitFor(20) { await rig.gateway.relayRecords().count == 2 }
+        #expect(opened, "no follow-up capture after the reply; log: \(rig.log.all.withLock { $0.suffix(10) })")
+        await rig.gateway.supplyTranscript("and tomorrow")
+        _ = try await rig.micPlayer.play(PCMBuffer(format: .voice, samples: try Signal.speech("and tomorrow").samples
+                                                   + [Int16](repeating: 0, count: 16_000)))
+        let sent = try await WakeTurnTests.waitFor(10) { await rig.gateway.requests(method: "chat.send").count == 2 }
+        #expect(sent)
+        #expect(await rig.gateway.requests(method: "chat.send").last?.params?["message"]?.stringValue == "and tomorrow")
+    }
 }
 }

@@ -499,6 +499,52 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
     }
 }
 
+/// Issue 14 item 5: after a reply, a few seconds for a next turn without the wake word.
+@Suite struct TalkMachineFollowUpTests {
+    func driver(_ ms: Int) -> MachineDriver {
+        var s = TalkMachine.Settings()
+        s.followUpMs = ms
+        s.silenceTimeoutMs = 200
+        return MachineDriver(settings: s)
+    }
+
+    @Test func offByDefault() {
+        var d = MachineDriver()
+        #expect(!d.feed(.replyDone(stopped: false)).contains { $0.isOpen })
+    }
+
+    @Test func aReplyHeardToItsEndOpensAFollowUpThatBecomesATurn() {
+        var d = driver(4_000)
+        let out = d.feed(.replyDone(stopped: false))
+        #expect(out.contains { if case .openCapture(_, "agent:main:main", .preRoll) = $0 { return true }; return false })
+        guard case .capturing(let c) = d.m.phase else { Issue.record("no follow-up capture"); return }
+        for _ in 0..<25 { d.feed(.frame(frame(loud: false), speaker: .silent)) }
+        for _ in 0..<15 { d.feed(.frame(frame(loud: true), speaker: .silent)) }
+        for _ in 0..<10 { d.feed(.frame(frame(loud: false), speaker: .silent)) }
+        #expect(d.count { $0.isFinish } == 1)
+        let sent = d.feed(.relayFinished(id: c.id, transcript))
+        #expect(sent.compactMap { $0.deliver }.first?.message == "hello there")
+    }
+
+    @Test func nothingSaidInTheWindowIsDroppedQuietly() {
+        var d = driver(1_000)
+        d.feed(.replyDone(stopped: false))
+        for _ in 0..<49 { d.feed(.frame(frame(loud: false), speaker: .silent)) }
+        #expect(!d.m.isIdle)
+        let out = d.feed(.frame(frame(loud: false), speaker: .silent))
+        #expect(out.contains { $0.isCancel }, "the relay is closed")
+        #expect(d.m.isIdle)
+        #expect(!d.log.contains { $0.deliver != nil })
+    }
+
+    @Test func aReplyThatWasCutOffOrABusyNodeGetsNoFollowUp() {
+        var d = driver(4_000)
+        #expect(!d.feed(.replyDone(stopped: true)).contains { $0.isOpen })
+        d.command(.start)
+        #expect(!d.feed(.replyDone(stopped: false)).contains { $0.isOpen })
+    }
+}
+
 @Suite struct TalkMachineVoiceNoteTests {
     @Test func withoutARelayTheVoiceNoteIsTheTurn() {
         var d = MachineDriver()
