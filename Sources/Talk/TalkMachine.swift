@@ -86,6 +86,9 @@ public struct TalkMachine: Sendable {
         /// The bar on an echo-cancelled loudspeaker: what is left of the echo sits near −50 dBFS,
         /// and the canceller's suppressor takes the edge off the user's voice in double talk.
         public var echoBargeInLevelDbfs = -45.0
+        /// Voice that barges in over an echo-cancelled loudspeaker (shorter than on a headset: the
+        /// canceller's suppressor already swallowed the first syllable).
+        public var echoBargeInMs = 120
         public var speakerTailMs = 300
         public var speakReplies = true
         public var replyTimeoutMs: Int64 = 120_000
@@ -550,7 +553,7 @@ public struct TalkMachine: Sendable {
         let ms = Int(frame.durationMilliseconds.rounded())
         let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
         bargeVoiceMs = dbfs >= bar ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
-        guard bargeVoiceMs >= settings.bargeInMs else { return }
+        guard bargeVoiceMs >= (settings.headset ? settings.bargeInMs : settings.echoBargeInMs) else { return }
         bargeVoiceMs = 0
         bargeIns += 1
         generation += 1
