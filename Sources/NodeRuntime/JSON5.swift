@@ -12,8 +12,13 @@ public struct JSON5Error: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 public enum JSON5 {
-    public static func parse(_ text: String) throws(JSON5Error) -> JSONValue {
+    /// Deepest nesting accepted. The parser recurses once per level, and about 34,000 levels
+    /// overflowed the stack; a real config is under ten deep.
+    public static let maxDepth = 64
+
+    public static func parse(_ text: String, maxDepth: Int = JSON5.maxDepth) throws(JSON5Error) -> JSONValue {
         var p = Parser(Array(text.unicodeScalars))
+        p.maxDepth = maxDepth
         p.skipSpace()
         let v = try p.value()
         try p.skipSpaceChecked()
@@ -24,7 +29,15 @@ public enum JSON5 {
     struct Parser {
         let s: [Unicode.Scalar]
         var i = 0
+        var depth = 0
+        var maxDepth = JSON5.maxDepth
         init(_ s: [Unicode.Scalar]) { self.s = s }
+
+        /// Enters one more level of `{`/`[` at the current position, or says where it went too deep.
+        mutating func enter() throws(JSON5Error) {
+            depth += 1
+            if depth > maxDepth { throw error("nested deeper than \(maxDepth) levels") }
+        }
 
         var atEnd: Bool { i >= s.count }
         var peek: Unicode.Scalar? { i < s.count ? s[i] : nil }
@@ -96,6 +109,8 @@ public enum JSON5 {
         }
 
         mutating func object() throws(JSON5Error) -> JSONValue {
+            try enter()
+            defer { depth -= 1 }
             i += 1
             var o: [String: JSONValue] = [:]
             try skipSpaceChecked()
@@ -121,6 +136,8 @@ public enum JSON5 {
         }
 
         mutating func array() throws(JSON5Error) -> JSONValue {
+            try enter()
+            defer { depth -= 1 }
             i += 1
             var a: [JSONValue] = []
             try skipSpaceChecked()
