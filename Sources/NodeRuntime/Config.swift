@@ -329,6 +329,7 @@ public struct RuntimePaths: Sendable, Equatable {
         }
         if let url = env["CLAWVOICE_GATEWAY_URL"], !url.isEmpty { config.gateway.url = url }
         if let token = env["CLAWVOICE_GATEWAY_TOKEN"], !token.isEmpty { config.gateway.token = token }
+        if let password = env["CLAWVOICE_GATEWAY_PASSWORD"], !password.isEmpty { config.gateway.password = password }
         let stateFromEnv = env["CLAWVOICE_STATE_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         let state = stateFromEnv ?? config.stateDir
             ?? ((env["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (home(env) + "/.local/state")) + "/clawvoice")
