@@ -305,6 +305,9 @@ public enum CLI {
             r.password = try Secrets.resolve("password", value: p.flags["--password"], file: p.flags["--password-file"],
                                              fallback: r.url != nil && !tokenGiven && r.token == nil ? config.gateway.password : nil,
                                              command: "pair")
+            r.secretFlag = p.flags["--token-file"].map { "--token-file \($0)" } ?? p.flags["--password-file"].map { "--password-file \($0)" }
+                ?? (p.flags["--token"] != nil ? "--token -" : p.flags["--password"] != nil ? "--password -" : nil)
+            r.confirmTrust = TLSTrust.terminalConfirm()
             r.name = p.flags["--name"]
             r.allowInsecure = p.flags["--allow-insecure"] != nil || config.gateway.allowInsecure
             if let fp = p.flags["--tls-fingerprint"] {

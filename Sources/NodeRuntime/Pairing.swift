@@ -17,6 +17,11 @@ public struct PairRequest: Sendable {
     public var allowInsecure = false
     /// Give up after this long (nil: wait until approved or interrupted).
     public var timeout: Duration?
+    /// Asks the user whether to trust (and pin) a certificate that does not verify; nil when
+    /// nobody can be asked (not a terminal), and `pair` then ends showing how to pin it.
+    public var confirmTrust: (@Sendable (String) -> Bool)?
+    /// How the secret was given (`--token-file FILE`, …), repeated in a suggested command.
+    public var secretFlag: String?
     public init() {}
 }
 
@@ -103,7 +108,19 @@ public enum PairingFlow {
             if !parsed.secure && !parsed.isLoopback && !request.allowInsecure {
                 throw ConfigError("refusing unencrypted ws:// to non-loopback host \(parsed.host): use wss:// (with --tls-fingerprint) or pass --allow-insecure")
             }
-            record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: url), url: url, tlsFingerprint: request.tlsFingerprint,
+            var pin = request.tlsFingerprint
+            if parsed.secure && pin == nil,
+               case .untrustedCertificate(let host, let reason, let fingerprint)? = await TLSTrust.firstFailure(url, allowInsecure: request.allowInsecure) {
+                // A self-signed gateway: retrying cannot help; say what to pin, or ask.
+                guard let fingerprint, let confirm = request.confirmTrust,
+                      confirm(TLSTrust.question(host: host, reason: reason, fingerprint: fingerprint)) else {
+                    throw CLI.Failure(description: TLSTrust.refusal(host: host, reason: reason, fingerprint: fingerprint,
+                                                                    url: url, secretFlag: request.secretFlag))
+                }
+                pin = fingerprint
+                say("Pinned the certificate of \(host): sha256 \(fingerprint)")
+            }
+            record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: url), url: url, tlsFingerprint: pin,
                                    allowInsecure: request.allowInsecure, sharedToken: request.token, password: request.password,
                                    addedAtMs: now)
             routes = [url]
