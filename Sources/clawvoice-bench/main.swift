@@ -105,8 +105,9 @@ figures.append(Figure(name: "espeak_first_sample", value: median(firstChunk), un
 
 // MARK: 3–6. Live figures on a private PulseAudio and the loopback gateway.
 
+// Stopped explicitly before exit(0) (a top-level defer never runs past exit); on an error or a
+// signal the server's guardian stops it once this process is gone.
 let pulse = try await PrivatePulseServer()
-defer { pulse.stop() }
 let (events, sink) = AsyncStream.makeStream(of: EventFrame.self)
 let rig = try await LoopbackOperator.connect(events: { sink.yield($0) })
 let (gateway, session) = (rig.gateway, rig.session)
@@ -268,4 +269,5 @@ if json {
         print("    " + f.detail)
     }
 }
+pulse.stop()
 exit(0)
