@@ -41,18 +41,21 @@ public final class PrivatePulseServer: Sendable {
         //
         // The shell also guards against being left behind: when the process that started the
         // server is gone (it exited without stop(), crashed, or was killed by Ctrl-C or kill -9),
-        // it stops pulseaudio and removes the directory within about half a second.
+        // it stops pulseaudio and removes the directory within about a quarter of a second.
+        // The shell inherits a blocked SIGCHLD, so it never reaps: "alive" reads /proc and
+        // counts a zombie as dead, and the shell exits rather than `wait`s.
         let guardian = """
+        alive() { [ -r /proc/$1/stat ] || return 1; read -r st < /proc/$1/stat || return 1
+          case "$st" in *") Z "*) return 1;; esac; return 0; }
         "$0" "$@" & pa=$!; echo $pa > '\(directory)/pulseaudio.pid'
-        while kill -0 $pa 2>/dev/null; do
-          if ! kill -0 \(getpid()) 2>/dev/null; then
+        while alive $pa; do
+          if ! alive \(getpid()); then
             kill -TERM $pa 2>/dev/null; n=0
-            while kill -0 $pa 2>/dev/null && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
+            while alive $pa && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
             kill -KILL $pa 2>/dev/null; rm -rf '\(directory)'; exit 0
           fi
-          sleep 0.5
+          sleep 0.2
         done
-        wait $pa
         """
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
