@@ -386,19 +386,14 @@ public actor GatewaySession {
         case .opened:
             log.log(.debug, component, "socket open")
         case .message(let message):
-            let frame: GatewayFrame
-            do {
-                switch message {
-                case .text(let s): frame = try GatewayFrame.decode(s)
-                case .binary(let b): frame = try GatewayFrame.decode(b)
-                }
-            } catch {
-                // A bad frame is logged and skipped; it still proves the gateway is alive.
-                log.log(.warning, component, "\(error); ignored")
-                perform(machine.handle(.inbound, nowMs: nowMs))
-                return
+            let size: Int
+            switch message {
+            case .text(let s): size = s.utf8.count
+            case .binary(let b): size = b.count
             }
-            handle(frame, generation: gen)
+            receive(message, generation: gen)
+            // Megabytes were decoded and (mostly) dropped again: hand the heap back (issue 11).
+            if size >= 1 << 20 { ProcessMemory.trim() }
         case .closed(let code, let reason):
             teardownSocket()
             perform(machine.handle(.socketClosed(code: code, reason: reason), nowMs: nowMs, random: Double.random(in: 0..<1)))
@@ -408,6 +403,22 @@ public actor GatewaySession {
             if case .tlsPinMismatch = error { permanent = true } else { permanent = false }
             perform(machine.handle(.socketFailed(message: "\(error)", permanent: permanent), nowMs: nowMs, random: Double.random(in: 0..<1)))
         }
+    }
+
+    private func receive(_ message: WebSocketMessage, generation gen: Int) {
+        let frame: GatewayFrame
+        do {
+            switch message {
+            case .text(let s): frame = try GatewayFrame.decode(s)
+            case .binary(let b): frame = try GatewayFrame.decode(b)
+            }
+        } catch {
+            // A bad frame is logged and skipped; it still proves the gateway is alive.
+            log.log(.warning, component, "\(error); ignored")
+            perform(machine.handle(.inbound, nowMs: nowMs))
+            return
+        }
+        handle(frame, generation: gen)
     }
 
     private func handle(_ frame: GatewayFrame, generation gen: Int) {

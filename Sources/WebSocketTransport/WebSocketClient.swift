@@ -73,6 +73,8 @@ public final class WebSocketClient: Sendable {
         }
         self.url = url
         self.options = options
+        // Gateway frames can be megabytes; their buffers must not stay resident (issue 11).
+        ProcessMemory.returnLargeBuffersToTheSystem()
         let (stream, continuation) = AsyncStream.makeStream(of: WebSocketEvent.self, bufferingPolicy: .unbounded)
         events = stream
         core = ClientCore(url: url, options: options, pin: pin, continuation: continuation)
