@@ -42,3 +42,19 @@ import GatewayProtocol
         }
     }
 }
+
+@Suite struct `Hardening: config fuzz regressions` {
+    /// fuzz/regressions/json5/crlf-comment-line-count: a comment ended by "\r\n" after binary
+    /// junk. The error must name the line the bracket is really on (3), counting "\r\n" once.
+    @Test func `an error after a CRLF-terminated comment names the right line`() throws {
+        let url = repositoryRoot().appendingPathComponent("fuzz/regressions/json5/crlf-comment-line-count")
+        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
+        do {
+            _ = try JSON5.parse(text)
+            Issue.record("the regression input parsed")
+        } catch {
+            #expect(error.line == 3 && error.column == 1, "\(error)")
+            #expect(error.reason == "expected a key or '}', found ']'")
+        }
+    }
+}
