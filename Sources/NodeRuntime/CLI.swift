@@ -425,7 +425,7 @@ public enum CLI {
                                           modelsDirectory: models, sensitivity: sensitivity, say: { say($0) })
         case "audio":
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
-            return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
+            return try await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
         case "demo":
             // The demo's own lines tell the story; only warnings from the machinery below.
             let quiet = LogSink.stderr(minimum: p.logLevel ?? .warning)

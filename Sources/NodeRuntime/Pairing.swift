@@ -97,8 +97,7 @@ public enum PairingFlow {
             let pin = request.tlsFingerprint ?? setup.tlsFingerprint
             say("Setup code for \(setup.url)\(setup.routes.count > 1 ? " (\(setup.routes.count) routes)" : ""); probing…")
             guard let route = await probe(routes, tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say) else {
-                say("No route answered. Is the gateway running and reachable from here? Tried: \(routes.joined(separator: ", "))")
-                return 1
+                throw CLI.Failure(description: "no route answered; is the gateway running and reachable from here? Tried: \(routes.joined(separator: ", "))")
             }
             record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: route), url: route, tlsFingerprint: pin,
                                    allowInsecure: request.allowInsecure, bootstrapToken: setup.bootstrapToken,
@@ -141,8 +140,13 @@ public enum PairingFlow {
         try store.setActiveGateway(name: record.name)
         say("Device \(identity.deviceId) (\(config.node.displayName)) → gateway \(record.name) at \(record.url)")
 
+        // The sessions' own error lines would repeat, once per role, the one line pair ends with.
+        let linkLog = LogSink(minimum: log.minimum) { level, component, message in
+            if level == .error && component.hasPrefix("gateway[") { return }
+            log.log(level, component, message)
+        }
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(), log: log, timing: timing)
+                               commands: NodeCommands.registry(), log: linkLog, timing: timing)
         let shown = Mutex<Set<String>>([])
         link.onStatus { s in
             let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")"
@@ -156,7 +160,7 @@ public enum PairingFlow {
             case .connected:
                 say("\(s.role): paired and connected")
             case .paused:
-                say("\(s.role): \(s.detail); \(s.nextStep ?? "")")
+                break  // pair ends with this, once, on stderr
             case .waiting, .connecting, .stopped:
                 break
             }
@@ -182,11 +186,10 @@ public enum PairingFlow {
             return 0
         case .failure(let s):
             if s.state == .paused {
-                say("Pairing stopped: \(s.detail); \(s.nextStep ?? "")")
-            } else {
-                say("Pairing not finished after \(request.timeout.map { "\($0.components.seconds) s" } ?? "waiting"): \(s.role) is \(s.state.rawValue) (\(s.detail)). Run `clawvoice pair` again after approving.")
+                // The detail already says what to do (e.g. set the right token); nextStep is generic.
+                throw CLI.Failure(description: "pairing stopped: \(s.detail)")
             }
-            return 1
+            throw CLI.Failure(description: "pairing not finished after \(request.timeout.map { "\($0.components.seconds) s" } ?? "waiting"): \(s.role) is \(s.state.rawValue) (\(s.detail)); run `clawvoice pair` again after approving")
         }
     }
 }

@@ -60,14 +60,20 @@ public enum SayCommand {
 }
 
 enum AudioDevicesCommand {
-    static func run(json: Bool, say: @Sendable (String) -> Void) async -> Int32 {
+    static func run(json: Bool, say: @Sendable (String) -> Void) async throws -> Int32 {
         let connection = PulseConnection(clientName: "clawvoice-devices")
         defer { connection.close() }
+        // Asked once: this command does not retry, so it must not pass on the daemon's "keeps retrying".
+        do { try await connection.waitUntilReady(timeout: .seconds(3)) } catch {
+            let server = ProcessInfo.processInfo.environment["PULSE_SERVER"].map { "PULSE_SERVER=\($0)" } ?? "the default server"
+            let line = "no sound server answers (\(server)); is PulseAudio or pipewire-pulse running?"
+            if json { say(JSONValue.object(["ok": false, "error": .string(line)]).description); return 1 }
+            throw CLI.Failure(description: line)
+        }
         let result = await devicesJSON(connection: connection)
         if json { say(result.description); return result["ok"]?.boolValue == true ? 0 : 1 }
         guard result["ok"]?.boolValue == true else {
-            say("no sound server: \(result["error"]?.stringValue ?? "?") (is PulseAudio or pipewire-pulse running? PULSE_SERVER=\(ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "unset"))")
-            return 1
+            throw CLI.Failure(description: result["error"]?.stringValue ?? "listing the sound server's devices failed")
         }
         for (title, key, configKey) in [("Sources (microphones)", "sources", "audio.source"), ("Sinks (speakers)", "sinks", "audio.sink")] {
             say("\(title): use the name as \(configKey)")

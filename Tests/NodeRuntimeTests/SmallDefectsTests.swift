@@ -1,0 +1,50 @@
+// Issue 11, item 8: the small ones an outside tester found. Each test failed before its fix.
+
+import Foundation
+import Testing
+import GatewayProtocol
+import LoopbackGateway
+@testable import NodeRuntime
+
+private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sourceLocation) -> String {
+    #expect(o.status == 1, "\(o)", sourceLocation: sourceLocation)
+    #expect(o.stderrLines.count == 1 && o.stderrLines.first?.hasPrefix("clawvoice: ") == true, "\(o)", sourceLocation: sourceLocation)
+    return o.stderrLines.first ?? ""
+}
+
+@Suite struct `Small defects` {
+    @Test func `a setup code that reaches no route says so on stderr`() async throws {
+        let json = "{\"url\":\"ws://127.0.0.1:9\",\"bootstrapToken\":\"x\",\"expiresAtMs\":4102444800000}"
+        let o = try await CLIEnvironment().run(["pair", base64url(json), "--timeout", "5"])
+        let line = stderrOneLine(o)
+        #expect(line.contains("no route answered") && line.contains("ws://127.0.0.1:9"), "\(line)")
+    }
+
+    @Test func `a wrong token is one line on stderr`() async throws {
+        var c = LoopbackGateway.Configuration()
+        c.auth = .token("right")
+        let g = LoopbackGateway(configuration: c)
+        try await g.start()
+        defer { Task { await g.stop() } }
+        let env = try CLIEnvironment()
+        let o = try await env.run(["pair", "--url", await g.url, "--token", "wrong", "--timeout", "10"], timeout: .seconds(20))
+        let line = stderrOneLine(o)
+        #expect(line.lowercased().contains("token"), "\(line)")
+        #expect(!o.stdout.contains("Pairing stopped") && !o.stdout.contains("node: ") && !o.stdout.contains("operator: "), "\(o)")
+    }
+
+    @Test func `audio devices without a sound server is one line on stderr that does not promise retries`() async throws {
+        var env = try CLIEnvironment()
+        env.extra["PULSE_SERVER"] = "unix:" + env.scratch.sub("none/native")
+        let o = try await env.run(["audio", "devices"])
+        let line = stderrOneLine(o)
+        #expect(o.stdout.isEmpty, "\(o)")
+        #expect(!line.contains("no sound server: no sound server") && !line.contains("keeps retrying"), "\(line)")
+        #expect(line.contains("no sound server answers"), "\(line)")
+    }
+
+    @Test func `a URL with a non-ASCII path is reported as a bad path, not a bad port`() async throws {
+        let o = try await CLIEnvironment().run(["pair", "--url", "ws://localhost:9/é", "--token", "x", "--timeout", "2"])
+        #expect(o.stderrLines.count == 1 && o.stderr.contains("path") && !o.stderr.contains("port"), "\(o)")
+    }
+}
