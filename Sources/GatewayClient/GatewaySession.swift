@@ -482,7 +482,16 @@ public actor GatewaySession {
 
     private func invoke(_ payload: JSONValue?, generation gen: Int) {
         guard let request = NodeInvokeRequest(payload: payload) else {
-            log.log(.warning, component, "node.invoke.request without id or command; ignored")
+            // With an id it can still be answered; the gateway would otherwise wait for its timeout.
+            if let id = NodeInvokeRequest.idOfUnusable(payload: payload) {
+                log.log(.warning, component, "node.invoke.request \(id) without a command; answered INVALID_REQUEST")
+                send(.request(RequestFrame(id: UUID().uuidString.lowercased(), method: GatewayMethod.nodeInvokeResult,
+                                           params: try? JSONValue(encoding: NodeInvokeResult.failure(id: id, nodeId: identity.deviceId,
+                                               error: NodeInvokeError(code: .invalidRequest, message: "node.invoke.request without a command"))))),
+                     generation: gen)
+            } else {
+                log.log(.warning, component, "node.invoke.request without an id; ignored")
+            }
             return
         }
         let nodeId = identity.deviceId

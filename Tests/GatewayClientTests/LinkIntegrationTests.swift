@@ -84,6 +84,11 @@ import Testing
         #expect(unknown.error?.message == "INVALID_REQUEST: unknown command \"camera.snap\"")
         #expect(unknown.nodeId == h.identity.deviceId)
 
+        // Issue 11, item 8: an empty command was never answered (the gateway waited for its timeout).
+        let empty = try await g.invoke(command: "", wait: .seconds(5))
+        #expect(!empty.ok && empty.error?.code == "INVALID_REQUEST", "\(empty)")
+        #expect(empty.error?.message.contains("without a command") == true)
+
         let malformed = try await g.invoke(command: "test.echo", paramsJSON: "{oops")
         #expect(!malformed.ok && malformed.error?.code == "INVALID_REQUEST")
         #expect(malformed.error?.message.contains("paramsJSON") == true)
