@@ -155,7 +155,7 @@ import Testing
         #expect(await eventually("malformed frames logged") {
             h.log.all.filter { $0.contains("malformed frame") }.count >= 5
         })
-        #expect(h.log.contains("node.invoke.request without id or command"))
+        #expect(h.log.contains("node.invoke.request without an id; ignored"))
         #expect(await eventually("unknown event passed on, not dropped") { events.withLock { $0.contains("future.event") } })
         #expect(await node.isConnected)
         #expect(h.statuses.count(.connected, role: "node") == 1, "no reconnect was needed")
