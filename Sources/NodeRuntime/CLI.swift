@@ -342,6 +342,7 @@ public enum CLI {
             var request: JSONValue = ["cmd": "session"]
             if action == "use" {
                 guard p.positionals.count == 2 else { throw UsageError(description: "session use needs a session KEY (e.g. agent:main:kitchen)") }
+                if let why = ControlLine.sessionKeyProblem(p.positionals[1]) { throw UsageError(description: "session use: \(why)") }
                 request = ["cmd": "session", "use": .string(p.positionals[1])]
             } else if action != "show" {
                 throw UsageError(description: "session: use KEY, or no argument to show the current session")

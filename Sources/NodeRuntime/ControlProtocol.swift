@@ -35,7 +35,27 @@ public enum ControlLine {
         guard let cmd = object["cmd"]?.stringValue, !cmd.isEmpty else {
             return .failure(Refusal(description: "request has no \"cmd\" string"))
         }
+        if cmd == "session", let use = object["use"] {
+            // A non-string key used to answer ok (as a "show"), and any length was taken.
+            guard let key = use.stringValue else {
+                return .failure(Refusal(description: "session \"use\" must be a string (a session key)"))
+            }
+            if let why = sessionKeyProblem(key) { return .failure(Refusal(description: why)) }
+        }
         return .success(value)
+    }
+
+    /// Longest session key accepted; gateway keys look like `agent:main:kitchen`.
+    public static let maxSessionKeyLength = 256
+
+    /// Why `key` cannot be a session key, or nil when it can.
+    public static func sessionKeyProblem(_ key: String) -> String? {
+        if key.isEmpty { return "a session key cannot be empty" }
+        if key.utf8.count > maxSessionKeyLength { return "a session key is at most \(maxSessionKeyLength) bytes (this one has \(key.utf8.count))" }
+        if key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == " " }) {
+            return "a session key has no spaces or control characters"
+        }
+        return nil
     }
 
     /// The line answering a refused request.

@@ -48,3 +48,27 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         #expect(o.stderrLines.count == 1 && o.stderr.contains("path") && !o.stderr.contains("port"), "\(o)")
     }
 }
+
+@Suite struct `Session key checks` {
+    @Test func `the control socket refuses a non-string, empty or oversized session key`() throws {
+        #expect(ControlLine.parseRequest(Array(#"{"cmd":"session","use":"agent:main:kitchen"}"#.utf8))
+                == .success(["cmd": "session", "use": "agent:main:kitchen"]))
+        #expect(ControlLine.parseRequest(Array(#"{"cmd":"session"}"#.utf8)) == .success(["cmd": "session"]))
+        for bad in [#"{"cmd":"session","use":5}"#, #"{"cmd":"session","use":null}"#, #"{"cmd":"session","use":""}"#,
+                    #"{"cmd":"session","use":"a b"}"#,
+                    "{\"cmd\":\"session\",\"use\":\"" + String(repeating: "k", count: 60_000) + "\"}"] {
+            if case .success = ControlLine.parseRequest(Array(bad.utf8)) { Issue.record("accepted \(bad.prefix(60))") }
+        }
+        // Through a real socket, the refusal is the answer.
+        let scratch = try Scratch()
+        let server = try ControlSocketServer(path: scratch.sub("c.sock")) { _ in ["ok": true] }
+        defer { server.stop() }
+        let r = try ControlSocketClient.send(["cmd": "session", "use": 5], path: scratch.sub("c.sock"), timeoutSeconds: 2)
+        #expect(r["ok"] == false && r["error"]?.stringValue?.contains("must be a string") == true, "\(r)")
+    }
+
+    @Test func `session use with a 100 KiB key is a usage error before anything is sent`() async throws {
+        let o = try await CLIEnvironment().run(["session", "use", String(repeating: "k", count: 100 * 1024)])
+        #expect(o.status == 2 && o.stderrLines.count == 1 && o.stderr.contains("at most 256 bytes"), "\(o.stderr.prefix(300))")
+    }
+}
