@@ -72,3 +72,28 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         #expect(o.status == 2 && o.stderrLines.count == 1 && o.stderr.contains("at most 256 bytes"), "\(o.stderr.prefix(300))")
     }
 }
+
+@Suite struct `Reading the outbox when nothing can be written` {
+    /// A full disk, as one process sees it: RLIMIT_FSIZE 0 makes every write that would grow a
+    /// file fail (EFBIG; SIGXFSZ ignored), which SQLite reports as it does ENOSPC.
+    @Test(arguments: [true, false])
+    func `outbox list works with no room to write`(gatewayFromEnvironment: Bool) async throws {
+        var env = try CLIEnvironment()
+        env.extra["CLAWVOICE_GATEWAY_URL"] = "ws://127.0.0.1:9"
+        let queued = try await env.run(["send", "hello there"])
+        try #require(queued.status == 0, "\(queued)")
+        if !gatewayFromEnvironment { env.extra["CLAWVOICE_GATEWAY_URL"] = nil }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" outbox list", try ExecutableLookup.require().path]
+        p.environment = env.variables
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        _ = await eventually(.seconds(10)) { !p.isRunning }
+        #expect(p.terminationStatus == 0 && text.contains("\"hello there\""), "\(text)\(errors)")
+    }
+}
