@@ -25,7 +25,7 @@ public enum SayCommand {
                                    credentials: GatewayCredentials(sharedToken: record.sharedToken, password: record.password),
                                    identity: identity, instanceId: instanceId, store: store, options: options, log: log)
             await s.start()
-            let st = await s.waitUntilSettled(timeout: .seconds(8))
+            let st = await firstVerdict(s, timeout: .seconds(8))
             if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
             session = s
         }
@@ -44,6 +44,22 @@ public enum SayCommand {
         let report = await speech.speak(text, route: local ? .local : .talkSpeak)
         await session?.stop()
         return summarize(report, out: out, say: say)
+    }
+
+    /// Connected, or plainly not for now: the first attempt failed and a retry is scheduled, or
+    /// the gateway wants pairing or paused us. `say` must not sit out the retries (it waited 8 s
+    /// with the gateway down) before espeak-ng speaks.
+    static func firstVerdict(_ s: GatewaySession, timeout: Duration) async -> SessionStatus {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let st = await s.currentStatus()
+            switch st.state {
+            case .connected, .paused, .waiting, .pairing: return st
+            case .stopped, .connecting: break
+            }
+            if ContinuousClock.now >= deadline { return st }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
     }
 
     static func summarize(_ report: SpeechReport, out: String?, say: @Sendable (String) -> Void) -> Int32 {

@@ -97,3 +97,19 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         #expect(p.terminationStatus == 0 && text.contains("\"hello there\""), "\(text)\(errors)")
     }
 }
+
+@Suite struct `say with the gateway down` {
+    @Test func `with no daemon and the gateway down, say speaks with espeak-ng without waiting out retries`() async throws {
+        var env = try CLIEnvironment()
+        env.extra["CLAWVOICE_GATEWAY_URL"] = "ws://127.0.0.1:9"
+        env.extra["CLAWVOICE_GATEWAY_TOKEN"] = "t"
+        let out = env.scratch.sub("say.wav")
+        let started = ContinuousClock.now
+        let o = try await env.run(["say", "Dinner is ready", "--out", out], timeout: .seconds(30))
+        let took = ContinuousClock.now - started
+        #expect(o.status == 0 && o.stdout.contains("via espeak-ng"), "\(o)")
+        #expect(FileManager.default.fileExists(atPath: out))
+        // It took about 10 s before; the connection is refused at once.
+        #expect(took < .seconds(5), "say took \(took)")
+    }
+}
