@@ -93,12 +93,17 @@ private func lowerFileLimit(of pid: Int32, to soft: Int) throws {
             for _ in 0..<50 { let s = rawConnect(env.controlSocket); if s >= 0 { idle.append(s) } }
         }
         #expect(daemon.isRunning)
-        // The daemon never holds more descriptors than its limit allows, and it closes idle
-        // clients: after the request timeout (3 s) every held connection has been closed.
-        #expect(openDescriptors(daemon.pid) <= base + 10)
-        try await Task.sleep(for: .milliseconds(3_500))
-        let stillOpen = idle.filter { !peerClosed($0, withinMs: 0) }
-        #expect(stillOpen.isEmpty, "\(stillOpen.count) of \(idle.count) idle connections were never closed")
+        // The daemon stays near its limit (descriptors opened before the limit was lowered may sit
+        // above it) rather than holding the 350 connections, and it closes idle clients once
+        // their 3 s to send a request line have passed.
+        #expect(openDescriptors(daemon.pid) <= base + 16)
+        // Ones still in the listen backlog are accepted as descriptors free up, then time out too.
+        var closed = Set<Int32>()
+        let allClosed = await eventually(.seconds(20)) {
+            for fd in idle where !closed.contains(fd) && peerClosed(fd, withinMs: 0) { closed.insert(fd) }
+            return closed.count == idle.count
+        }
+        #expect(allClosed, "\(idle.count - closed.count) of \(idle.count) idle connections were never closed")
         let o = try await env.run(["status"], timeout: .seconds(10))
         #expect(o.status == 0, "\(o)")
     }
