@@ -157,13 +157,13 @@ extension ClawConfig {
                 continue
             }
             guard let section = schema[key] else {
-                throw ConfigError("\(file): unknown key '\(key)'\(suggest(key, Array(schema.keys) + ["stateDir"]))")
+                throw ConfigError("\(file): unknown key '\(JSON5.shown(key))'\(suggest(key, Array(schema.keys) + ["stateDir"]))")
             }
             guard let fields = value.objectValue else { throw ConfigError("\(file): '\(key)' must be an object") }
             if section["*"] != nil { continue }
             for (field, v) in fields.sorted(by: { $0.key < $1.key }) {
                 guard let type = section[field] else {
-                    throw ConfigError("\(file): unknown key '\(key).\(field)'\(suggest(field, Array(section.keys)))")
+                    throw ConfigError("\(file): unknown key '\(JSON5.shown(key)).\(JSON5.shown(field))'\(suggest(field, Array(section.keys)))")
                 }
                 let path = "\(key).\(field)"
                 if v == .null {

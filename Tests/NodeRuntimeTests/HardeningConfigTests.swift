@@ -57,4 +57,25 @@ import GatewayProtocol
             #expect(error.reason == "expected a key or '}', found ']'")
         }
     }
+
+    /// fuzz/regressions/json5/newline-in-key-of-error: a key holding "\n" escapes made the
+    /// error message several lines long. Keys and words are now shown escaped and shortened.
+    @Test func `an error that quotes a key with newlines is still one line`() throws {
+        let url = repositoryRoot().appendingPathComponent("fuzz/regressions/json5/newline-in-key-of-error")
+        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
+        do {
+            _ = try JSON5.parse(text)
+            Issue.record("the regression input parsed")
+        } catch {
+            #expect(!error.description.contains("\n") && !error.description.contains("\r"), "\(error)")
+            #expect(error.description.contains("expected ':' after key '\\nn\\n"), "\(error)")
+        }
+        let unknown = try #require(configErrorLine("{ \"bad\\nkey\": 1 }"))
+        #expect(!unknown.contains("\n") && unknown.contains("unknown key 'bad\\nkey'"), "\(unknown)")
+        #expect(JSON5.shown(String(repeating: "x", count: 100)) == String(repeating: "x", count: 40) + "…")
+    }
+}
+
+private func configErrorLine(_ text: String) -> String? {
+    do { _ = try ClawConfig.parse(text, file: "t.json5"); return nil } catch { return error.description }
 }
