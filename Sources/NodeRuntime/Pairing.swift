@@ -94,9 +94,27 @@ public enum PairingFlow {
         if let code = request.setupCode {
             let setup = try SetupCode.parse(code, nowMs: now)
             routes = setup.routes
-            let pin = request.tlsFingerprint ?? setup.tlsFingerprint
+            var pin = request.tlsFingerprint ?? setup.tlsFingerprint
             say("Setup code for \(setup.url)\(setup.routes.count > 1 ? " (\(setup.routes.count) routes)" : ""); probing…")
-            guard let route = await probe(routes, tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say) else {
+            var answered = await probe(routes, tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say)
+            if answered == nil && pin == nil {
+                // A wss:// route whose certificate does not verify, and the code carries no pin:
+                // show what to pin (never the code itself, it holds a bootstrap token), or ask.
+                for route in routes where route.hasPrefix("wss://") {
+                    guard case .untrustedCertificate(let host, let reason, let fingerprint)? =
+                            await TLSTrust.firstFailure(route, allowInsecure: request.allowInsecure) else { continue }
+                    guard let fingerprint, let confirm = request.confirmTrust,
+                          confirm(TLSTrust.question(host: host, reason: reason, fingerprint: fingerprint)) else {
+                        throw CLI.Failure(description: TLSTrust.refusal(host: host, reason: reason, fingerprint: fingerprint,
+                                                                        setupCode: true, url: route, secretFlag: nil))
+                    }
+                    pin = fingerprint
+                    say("Pinned the certificate of \(host): sha256 \(fingerprint)")
+                    answered = await probe([route], tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say)
+                    break
+                }
+            }
+            guard let route = answered else {
                 throw CLI.Failure(description: "no route answered; is the gateway running and reachable from here? Tried: \(routes.joined(separator: ", "))")
             }
             record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: route), url: route, tlsFingerprint: pin,

@@ -22,18 +22,21 @@ enum TLSTrust {
     }
 
     /// The command that pairs again with the certificate pinned. Secrets are never repeated in it.
-    static func pinCommand(url: String, fingerprint: String, secretFlag: String?) -> String {
-        "clawvoice pair --url \(url) --tls-fingerprint \(fingerprint)" + (secretFlag.map { " \($0)" } ?? "")
+    /// With a setup code the code is not repeated (it holds a bootstrap token): `<setup-code>`.
+    static func pinCommand(url: String, fingerprint: String, secretFlag: String?, setupCode: Bool = false) -> String {
+        (setupCode ? "clawvoice pair <setup-code>" : "clawvoice pair --url \(url)") + " --tls-fingerprint \(fingerprint)"
+            + (secretFlag.map { " \($0)" } ?? "")
     }
 
     /// The one line `pair` ends with when it may not trust the certificate.
-    static func refusal(host: String, reason: String, fingerprint: String?, url: String, secretFlag: String?) -> String {
+    static func refusal(host: String, reason: String, fingerprint: String?, setupCode: Bool = false, url: String,
+                        secretFlag: String?) -> String {
         guard let fingerprint else {
             return "the TLS certificate of \(host) is not trusted (\(reason)) and it sent none to pin"
         }
         return "the TLS certificate of \(host) is not trusted (\(reason)); its SHA-256 fingerprint is \(colonForm(fingerprint)). "
             + "Check it on the gateway host (openssl x509 -in CERT -noout -fingerprint -sha256) and, if it matches, pin it: "
-            + pinCommand(url: url, fingerprint: fingerprint, secretFlag: secretFlag)
+            + pinCommand(url: url, fingerprint: fingerprint, secretFlag: secretFlag, setupCode: setupCode)
     }
 
     /// The question asked on a terminal.

@@ -84,4 +84,18 @@ private func tlsGateway(_ scratch: Scratch, token: String) async throws -> (Loop
         let list = try await env.run(["gateways"])
         #expect(list.stdout.contains("pinned \(fp.prefix(16))"), "\(list)")
     }
+
+    @Test func `a setup code without a pin for a self-signed gateway ends with the fingerprint, never the code`() async throws {
+        let env = try CLIEnvironment()
+        let (g, fp) = try await tlsGateway(env.scratch, token: "code-t")
+        defer { Task { await g.stop() } }
+        let code = await g.makeSetupCode()
+        let o = try await env.run(["pair", code, "--timeout", "20"], timeout: .seconds(30))
+        #expect(o.status == 1 && o.stderrLines.count == 1, "\(o)")
+        let line = o.stderrLines.first ?? ""
+        #expect(line.hasSuffix("clawvoice pair <setup-code> --tls-fingerprint \(fp)"), "\(line)")
+        #expect(!line.contains(code), "the setup code (a bootstrap token) was printed")
+        let again = try await env.run(["pair", code, "--tls-fingerprint", fp, "--timeout", "20"], timeout: .seconds(30))
+        #expect(again.status == 0 && again.stdout.contains("operator: paired and connected"), "\(again)")
+    }
 }
