@@ -7,13 +7,15 @@ SHELL := /bin/bash
 # Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
   libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev \
-  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox
+  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
-FUZZ_SECONDS ?= 30
+# Seconds per fuzz target in `make test` (six targets: about two minutes in all).
+FUZZ_SECONDS ?= 20
+FUZZ_LONG_RUNS ?= 1000000
 
-.PHONY: build deps test demo peer-test fuzz release clean help soak bench
+.PHONY: build deps test demo peer-test fuzz fuzz-long release clean help soak bench
 
 help:
 	@echo "make demo    install what is missing, build, run clawvoice against a loopback gateway"
@@ -21,6 +23,7 @@ help:
 	@echo "make build   debug build;  make release: optimised build"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
+	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (20) each;  make fuzz-long: 10^6 inputs each"
 	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
 
 deps:
@@ -51,6 +54,10 @@ peer-test: build $(PEER_VENV)/.ready
 
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# Every fuzz target for FUZZ_LONG_RUNS inputs each (the README's figures); long, so niced.
+fuzz-long: deps
+	nice -n 10 bash fuzz/run.sh --runs $(FUZZ_LONG_RUNS)
 
 # The Swift test run goes last so its summary closes the output. Audio tests run against a
 # private PulseAudio with null sinks (tests/audio/pulse-server.sh), never the desktop's.

@@ -1,61 +1,124 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for frame decoding (fuzz/FrameFuzz.swift) and runs it for a bounded time.
+# Builds the libFuzzer targets in fuzz/ and runs each for a bounded time or number of inputs.
 #
-#   fuzz/run.sh [SECONDS]      default 30
+#   fuzz/run.sh [SECONDS] [TARGET...]          each target for SECONDS (default 30)
+#   fuzz/run.sh --runs N [TARGET...]           each target for N inputs (make fuzz-long: 10^6)
 #
-# The seed corpus (fuzz/corpus/) is copied to a temporary directory, so a run never modifies
-# the repository. The binary, the full libFuzzer log and any crash artifact go to .build/fuzz/.
-# Exits non-zero when the target crashes (or the build fails); the last line is a one-line summary.
+# Targets (default: all): frame, setup-code, json5, clip, wake-wav, control.
+# Each target's seed corpus (fuzz/corpus/TARGET/) is copied to a temporary directory, so a run
+# never modifies the repository. Inputs that once crashed a target live in
+# fuzz/regressions/TARGET/ and are replayed before it fuzzes. Binaries, full libFuzzer logs and
+# crash artifacts go to .build/fuzz/. Exits non-zero when a target crashes (or a build fails);
+# one summary line per target, then a total.
 set -euo pipefail
 
-seconds="${1:-30}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
-    echo "usage: fuzz/run.sh [SECONDS]   (a positive whole number of seconds; default 30)" >&2
-    exit 2
+usage() { echo "usage: fuzz/run.sh [SECONDS | --runs N] [TARGET...]   (targets: frame setup-code json5 clip wake-wav control)" >&2; exit 2; }
+seconds=30
+runs=""
+if [[ "${1:-}" == "--runs" ]]; then
+    runs="${2:-}"; shift 2 || usage
+    [[ "$runs" =~ ^[0-9]+$ ]] && (( runs >= 1 )) || usage
+elif [[ "${1:-}" =~ ^[0-9]+$ ]]; then
+    seconds="$1"; shift
+    (( seconds >= 1 )) || usage
 fi
+all=(frame setup-code json5 clip wake-wav control)
+targets=("$@")
+(( ${#targets[@]} )) || targets=("${all[@]}")
+for t in "${targets[@]}"; do [[ " ${all[*]} " == *" $t "* ]] || usage; done
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out=.build/fuzz
 mkdir -p "$out/artifacts"
 
-# GatewayProtocol is compiled into the fuzz module itself, so its `internal import CSSL` only needs
-# the module map under Sources/CSSL. lld avoids a page of gold warnings about ASan symbols.
+# lld avoids a page of gold warnings about ASan symbols.
 linker=()
 if command -v ld.lld >/dev/null 2>&1 || [[ -x "$(dirname "$(command -v swiftc)")/ld.lld" ]]; then
     linker=(-use-ld=lld)
 fi
-echo "fuzz: building $out/frame-fuzz" >&2
-swiftc -sanitize=fuzzer,address -parse-as-library -module-name FrameFuzz \
-    -I Sources/CSSL "${linker[@]}" \
-    Sources/GatewayProtocol/*.swift fuzz/FrameFuzz.swift \
-    -lssl -lcrypto -o "$out/frame-fuzz"
+# Each target compiles the library sources it fuzzes into its own module, so it sees the code
+# the app runs (internal declarations included) with no change to any public API.
+protocol_sources=(Sources/GatewayProtocol/*.swift)
+audio_sources=($(find Sources/Audio -name '*.swift' | sort))
+audio_flags=(-I Sources/CPulse -I Sources/COpus -I Sources/COpusEnc -I Sources/COpusFile -I Sources/CMpg123
+             -I Sources/CEspeak -I Sources/CSpeexDSP)
+for f in $(pkg-config --cflags-only-I opus libmpg123); do audio_flags+=(-Xcc "$f"); done
+audio_libs=(-lpulse -lopus -lopusenc -lopusfile -lmpg123 -lespeak-ng -lspeexdsp)
+
+sources_of() {
+    case "$1" in
+        frame) echo "${protocol_sources[*]} fuzz/FrameFuzz.swift" ;;
+        setup-code) echo "${protocol_sources[*]} fuzz/SetupCodeFuzz.swift" ;;
+        json5) echo "${protocol_sources[*]} Sources/NodeRuntime/JSON5.swift fuzz/JSON5Fuzz.swift" ;;
+        control) echo "${protocol_sources[*]} Sources/NodeRuntime/ControlProtocol.swift fuzz/ControlLineFuzz.swift" ;;
+        clip) echo "${audio_sources[*]} fuzz/ClipFuzz.swift" ;;
+        wake-wav) echo "${audio_sources[*]} fuzz/WakeWAVFuzz.swift" ;;
+    esac
+}
+
+build() {
+    local t="$1" bin="$out/$1-fuzz"
+    local srcs; read -r -a srcs <<<"$(sources_of "$t")"
+    # Rebuild only when a source is newer than the binary.
+    if [[ -x "$bin" ]] && [[ -z "$(find "${srcs[@]}" fuzz/run.sh -newer "$bin" 2>/dev/null | head -n 1)" ]]; then return 0; fi
+    echo "fuzz: building $bin" >&2
+    case "$t" in
+        clip|wake-wav)
+            swiftc -sanitize=fuzzer,address -parse-as-library -module-name "Fuzz_${t//-/_}" \
+                "${audio_flags[@]}" "${linker[@]}" "${srcs[@]}" "${audio_libs[@]}" -o "$bin" ;;
+        *)
+            # Named GatewayProtocol so that `import GatewayProtocol` in NodeRuntime files compiled
+            # in (JSON5, ControlProtocol) refers to this module itself.
+            swiftc -sanitize=fuzzer,address -parse-as-library -module-name GatewayProtocol -suppress-warnings \
+                -I Sources/CSSL "${linker[@]}" "${srcs[@]}" -lssl -lcrypto -o "$bin" ;;
+    esac
+}
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/clawvoice-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/corpus"
-cp fuzz/corpus/* "$work/corpus/"
-log="$out/last-run.log"
-
-echo "fuzz: running for $seconds s (log: $log)" >&2
-set +e
-"$out/frame-fuzz" "$work/corpus" \
-    -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$root/$out/artifacts/" >"$log" 2>&1
-status=$?
-set -e
-
-if (( status != 0 )); then
-    tail -n 60 "$log" >&2
-    artifact="$(grep -o "Test unit written to .*" "$log" | tail -n 1 | sed 's/Test unit written to //')"
-    echo "fuzz: CRASH (exit $status)${artifact:+; reproduce with $out/frame-fuzz $artifact}"
+failed=0
+total_runs=0
+for t in "${targets[@]}"; do
+    build "$t"
+    bin="$out/$t-fuzz"
+    log="$out/$t-last-run.log"
+    # Replay the inputs that crashed this target once.
+    if compgen -G "fuzz/regressions/$t/*" >/dev/null; then
+        if ! SWIFT_BACKTRACE=enable=no "$bin" fuzz/regressions/"$t"/* >"$out/$t-regressions.log" 2>&1; then
+            tail -n 40 "$out/$t-regressions.log" >&2
+            echo "fuzz: $t: a kept regression input crashes again (log: $out/$t-regressions.log)"
+            failed=1
+            continue
+        fi
+    fi
+    mkdir -p "$work/$t"
+    cp fuzz/corpus/"$t"/* "$work/$t/"
+    limit=(-max_total_time="$seconds")
+    [[ -n "$runs" ]] && limit=(-runs="$runs")
+    if [[ -n "$runs" ]]; then what="$runs inputs"; else what="for $seconds s"; fi
+    echo "fuzz: $t: running $what (log: $log)" >&2
+    set +e
+    # The Swift backtracer trips AddressSanitizer after a fatalError; the libFuzzer report is enough.
+    SWIFT_BACKTRACE=enable=no "$bin" "$work/$t" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+        -artifact_prefix="$root/$out/artifacts/$t-" >"$log" 2>&1
+    status=$?
+    set -e
+    if (( status != 0 )); then
+        tail -n 60 "$log" >&2
+        artifact="$(grep -o "Test unit written to .*" "$log" | tail -n 1 | sed 's/Test unit written to //')"
+        echo "fuzz: $t: CRASH (exit $status)${artifact:+; reproduce with $bin $artifact}"
+        failed=1
+        continue
+    fi
+    n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
+    secs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n 1)"
+    cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')"
+    echo "fuzz: $t: ${n:-?} runs in ${secs:-$seconds} s, coverage ${cov:-?} edges, no crash"
+    total_runs=$(( total_runs + ${n:-0} ))
+done
+if (( failed )); then
+    echo "fuzz: FAILED"
     exit 1
 fi
-
-runs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)"
-secs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n 1)"
-if [[ -z "$runs" ]]; then
-    runs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
-    secs="$seconds"
-fi
-echo "fuzz: ${runs:-?} runs in ${secs:-?} s, no crash"
+echo "fuzz: ${#targets[@]} targets, $total_runs runs, no crash"

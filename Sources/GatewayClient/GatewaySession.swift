@@ -424,19 +424,14 @@ public actor GatewaySession {
         case .opened:
             log.log(.debug, component, "socket open")
         case .message(let message):
-            let frame: GatewayFrame
-            do {
-                switch message {
-                case .text(let s): frame = try GatewayFrame.decode(s)
-                case .binary(let b): frame = try GatewayFrame.decode(b)
-                }
-            } catch {
-                // A bad frame is logged and skipped; it still proves the gateway is alive.
-                log.log(.warning, component, "\(error); ignored")
-                perform(machine.handle(.inbound, nowMs: nowMs))
-                return
+            let size: Int
+            switch message {
+            case .text(let s): size = s.utf8.count
+            case .binary(let b): size = b.count
             }
-            handle(frame, generation: gen)
+            receive(message, generation: gen)
+            // Megabytes were decoded and (mostly) dropped again: hand the heap back (issue 11).
+            if size >= 1 << 20 { ProcessMemory.trim() }
         case .closed(let code, let reason):
             teardownSocket()
             perform(machine.handle(.socketClosed(code: code, reason: reason), nowMs: nowMs, random: Double.random(in: 0..<1)))
@@ -446,6 +441,22 @@ public actor GatewaySession {
             if case .tlsPinMismatch = error { permanent = true } else { permanent = false }
             perform(machine.handle(.socketFailed(message: "\(error)", permanent: permanent), nowMs: nowMs, random: Double.random(in: 0..<1)))
         }
+    }
+
+    private func receive(_ message: WebSocketMessage, generation gen: Int) {
+        let frame: GatewayFrame
+        do {
+            switch message {
+            case .text(let s): frame = try GatewayFrame.decode(s)
+            case .binary(let b): frame = try GatewayFrame.decode(b)
+            }
+        } catch {
+            // A bad frame is logged and skipped; it still proves the gateway is alive.
+            log.log(.warning, component, "\(error); ignored")
+            perform(machine.handle(.inbound, nowMs: nowMs))
+            return
+        }
+        handle(frame, generation: gen)
     }
 
     private func handle(_ frame: GatewayFrame, generation gen: Int) {
@@ -509,7 +520,16 @@ public actor GatewaySession {
 
     private func invoke(_ payload: JSONValue?, generation gen: Int) {
         guard let request = NodeInvokeRequest(payload: payload) else {
-            log.log(.warning, component, "node.invoke.request without id or command; ignored")
+            // With an id it can still be answered; the gateway would otherwise wait for its timeout.
+            if let id = NodeInvokeRequest.idOfUnusable(payload: payload) {
+                log.log(.warning, component, "node.invoke.request \(id) without a command; answered INVALID_REQUEST")
+                send(.request(RequestFrame(id: UUID().uuidString.lowercased(), method: GatewayMethod.nodeInvokeResult,
+                                           params: try? JSONValue(encoding: NodeInvokeResult.failure(id: id, nodeId: identity.deviceId,
+                                               error: NodeInvokeError(code: .invalidRequest, message: "node.invoke.request without a command"))))),
+                     generation: gen)
+            } else {
+                log.log(.warning, component, "node.invoke.request without an id; ignored")
+            }
             return
         }
         let nodeId = identity.deviceId

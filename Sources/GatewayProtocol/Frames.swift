@@ -102,6 +102,7 @@ public enum GatewayFrame: Sendable, Equatable {
     /// Decodes text or binary WebSocket payloads alike: both carry UTF-8 JSON.
     public static func decode(_ bytes: some Collection<UInt8>) throws(DecodingFailure) -> GatewayFrame {
         let data = Data(bytes)
+        do throws(JSONDepth.TooDeep) { try JSONDepth.check(data) } catch { throw DecodingFailure(reason: "\(error)") }
         let value: JSONValue
         do { value = try JSONDecoder().decode(JSONValue.self, from: data) } catch {
             throw DecodingFailure(reason: "not JSON (\(data.count) bytes)")

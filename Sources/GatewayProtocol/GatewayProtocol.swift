@@ -91,8 +91,10 @@ public enum JSONCoding {
         e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try e.encode(value)
     }
+    /// Refuses text nested deeper than `JSONDepth.gatewayLimit` before decoding it.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try JSONDecoder().decode(type, from: data)
+        try JSONDepth.check(data)
+        return try JSONDecoder().decode(type, from: data)
     }
     public static func string<T: Encodable>(_ value: T) throws -> String {
         String(decoding: try encode(value), as: UTF8.self)

@@ -67,6 +67,15 @@ public struct NodeInvokeRequest: Sendable, Equatable {
                   idempotencyKey: p?["idempotencyKey"]?.stringValue, session: InvokeSessionKey(p?["sessionKey"]))
     }
 
+    /// The id of a request that does not parse (no or empty `command`), so it can still be
+    /// answered with an error instead of left to time out at the gateway.
+    public static func idOfUnusable(payload: JSONValue?) -> String? {
+        var p = payload
+        if let s = p?.stringValue, let v = try? JSONCoding.decode(JSONValue.self, from: Data(s.utf8)) { p = v }
+        guard let id = p?["id"]?.stringValue, !id.isEmpty else { return nil }
+        return id
+    }
+
     public var payload: JSONValue {
         var o: [String: JSONValue] = ["id": .string(id), "nodeId": .string(nodeId), "command": .string(command)]
         if let paramsJSON { o["paramsJSON"] = .string(paramsJSON) }

@@ -62,7 +62,7 @@ public struct SetupCode: Sendable, Equatable, CustomStringConvertible {
 
         let json: JSONValue
         do {
-            json = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+            json = try JSONCoding.decode(JSONValue.self, from: Data(bytes))
         } catch {
             throw .notJSON
         }

@@ -35,6 +35,12 @@ extension LoopbackGateway {
         case errorNotEligible
         /// `UNAVAILABLE` with `fallbackEligible: false` (`invalid_audio_result`).
         case errorInvalidAudioResult
+        /// A real Ogg Opus stream of one 20 ms packet, then garbage: decodes to about 13 ms.
+        case damagedOggOpus
+        /// 2000 bytes of WAV whose header says 100 Hz (10 s at the speaker if trusted).
+        case lowRateWAV
+        /// A valid 8 kHz WAV far longer than its text could take to say.
+        case overlongClip
     }
 
     /// One relay session as the gateway saw it.
@@ -254,6 +260,21 @@ extension LoopbackGateway {
             (outputFormat, mime, ext) = ("pcm", "audio/pcm", ".pcm")
         case .emptyClip:
             bytes = []
+        case .damagedOggOpus:
+            let head = PCMBuffer(format: .voice, samples: Array(((try? resample(speech, to: 16_000)) ?? []).prefix(320)))
+            var g = SystemRandomNumberGenerator()
+            bytes = ((try? OggOpusVoiceNote.encode(head, bitrate: 32_000)) ?? []) + (0..<4096).map { _ in UInt8.random(in: 0...255, using: &g) }
+            (outputFormat, mime, ext) = ("opus", "audio/ogg", ".opus")
+        case .lowRateWAV:
+            var wav = WAVFile.encode(PCMBuffer(format: AudioFormat(sampleRateHz: 8_000, channels: 1), samples: [Int16](repeating: 1000, count: 1000)))
+            wav.replaceSubrange(24..<32, with: [100, 0, 0, 0, 200, 0, 0, 0])   // sample rate 100 Hz, byte rate 200
+            bytes = wav
+            (outputFormat, mime, ext) = ("wav", "audio/wav", ".wav")
+        case .overlongClip:
+            let frames = Int(ClipPlayability.maximumMs(characters: text.count) / 1000 + 2) * 8_000
+            let tone = (0..<frames).map { Int16(8000 * sin(Double($0) * 0.3)) }
+            bytes = WAVFile.encode(PCMBuffer(format: AudioFormat(sampleRateHz: 8_000, channels: 1), samples: tone))
+            (outputFormat, mime, ext) = ("wav", "audio/wav", ".wav")
         default:
             break
         }

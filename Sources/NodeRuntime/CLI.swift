@@ -27,7 +27,7 @@ public enum CLI {
 
     static let commands: [Command] = [
         Command(name: "pair", abstract: "Pair this device with an OpenClaw gateway (node and operator roles).",
-                usage: "clawvoice pair <setup-code>\n       clawvoice pair --url ws://HOST:18789 [--token TOKEN | --password PASSWORD]",
+                usage: "clawvoice pair <setup-code>\n       clawvoice pair --url ws://HOST:18789 [--token-file FILE | --token - | --password-file FILE | --password -]",
                 details: """
                 A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
                 oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
@@ -38,14 +38,19 @@ public enum CLI {
 
                 Options:
                   --url URL                 ws:// (loopback only, unless --allow-insecure) or wss://
-                  --token TOKEN             the gateway's shared token (env CLAWVOICE_GATEWAY_TOKEN)
-                  --password PASSWORD       the gateway's password
+                  --token-file FILE         read the gateway's shared token from FILE
+                  --token -                 read it from standard input (asked for, not echoed, on a terminal)
+                  --password-file FILE      read the gateway's password from FILE
+                  --password -              read it from standard input (asked for, not echoed, on a terminal)
+                  --token TOKEN, --password PASSWORD   also work, but other local users see them in `ps`
+                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD.
                   --name NAME               what to call this gateway locally (default: its host)
                   --tls-fingerprint SHA256  pin the gateway's TLS certificate (64 hex; colons allowed)
                   --allow-insecure          permit plain ws:// to a non-loopback host
                   --timeout SECONDS         give up after this long (default: wait until approved)
                 """,
-                flags: ["--url": true, "--token": true, "--password": true, "--name": true, "--tls-fingerprint": true,
+                flags: ["--url": true, "--token": true, "--password": true, "--token-file": true, "--password-file": true,
+                        "--name": true, "--tls-fingerprint": true,
                         "--allow-insecure": false, "--timeout": true], maxPositionals: 1),
         Command(name: "run", abstract: "Run the node daemon: keep both sessions to the active gateway up.",
                 usage: "clawvoice run",
@@ -291,8 +296,18 @@ public enum CLI {
             var r = PairRequest()
             r.setupCode = p.positionals.first
             r.url = p.flags["--url"]
-            r.token = p.flags["--token"] ?? (r.url != nil ? config.gateway.token : nil)
-            r.password = p.flags["--password"]
+            // Secrets from a file, standard input or the environment keep them out of `ps`. An
+            // explicit one of either kind outranks both kinds from the environment or config.
+            let tokenGiven = p.flags["--token"] != nil || p.flags["--token-file"] != nil
+            let passwordGiven = p.flags["--password"] != nil || p.flags["--password-file"] != nil
+            r.token = try Secrets.resolve("token", value: p.flags["--token"], file: p.flags["--token-file"],
+                                          fallback: r.url != nil && !passwordGiven ? config.gateway.token : nil, command: "pair")
+            r.password = try Secrets.resolve("password", value: p.flags["--password"], file: p.flags["--password-file"],
+                                             fallback: r.url != nil && !tokenGiven && r.token == nil ? config.gateway.password : nil,
+                                             command: "pair")
+            r.secretFlag = p.flags["--token-file"].map { "--token-file \($0)" } ?? p.flags["--password-file"].map { "--password-file \($0)" }
+                ?? (p.flags["--token"] != nil ? "--token -" : p.flags["--password"] != nil ? "--password -" : nil)
+            r.confirmTrust = TLSTrust.terminalConfirm()
             r.name = p.flags["--name"]
             r.allowInsecure = p.flags["--allow-insecure"] != nil || config.gateway.allowInsecure
             if let fp = p.flags["--tls-fingerprint"] {
@@ -328,6 +343,7 @@ public enum CLI {
             var request: JSONValue = ["cmd": "session"]
             if action == "use" {
                 guard p.positionals.count == 2 else { throw UsageError(description: "session use needs a session KEY (e.g. agent:main:kitchen)") }
+                if let why = ControlLine.sessionKeyProblem(p.positionals[1]) { throw UsageError(description: "session use: \(why)") }
                 request = ["cmd": "session", "use": .string(p.positionals[1])]
             } else if action != "show" {
                 throw UsageError(description: "session: use KEY, or no argument to show the current session")
@@ -411,7 +427,7 @@ public enum CLI {
                                           modelsDirectory: models, sensitivity: sensitivity, say: { say($0) })
         case "audio":
             guard p.positionals.first == "devices" else { throw UsageError(description: "audio: the only action is `devices`") }
-            return await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
+            return try await AudioDevicesCommand.run(json: p.flags["--json"] != nil, say: { say($0) })
         case "demo":
             // The demo's own lines tell the story; only warnings from the machinery below.
             let quiet = LogSink.stderr(minimum: p.logLevel ?? .warning)

@@ -170,13 +170,13 @@ extension ClawConfig {
                 continue
             }
             guard let section = schema[key] else {
-                throw ConfigError("\(file): unknown key '\(key)'\(suggest(key, Array(schema.keys) + ["stateDir"]))")
+                throw ConfigError("\(file): unknown key '\(JSON5.shown(key))'\(suggest(key, Array(schema.keys) + ["stateDir"]))")
             }
             guard let fields = value.objectValue else { throw ConfigError("\(file): '\(key)' must be an object") }
             if section["*"] != nil { continue }
             for (field, v) in fields.sorted(by: { $0.key < $1.key }) {
                 guard let type = section[field] else {
-                    throw ConfigError("\(file): unknown key '\(key).\(field)'\(suggest(field, Array(section.keys)))")
+                    throw ConfigError("\(file): unknown key '\(JSON5.shown(key)).\(JSON5.shown(field))'\(suggest(field, Array(section.keys)))")
                 }
                 let path = "\(key).\(field)"
                 if v == .null {
@@ -347,6 +347,7 @@ public struct RuntimePaths: Sendable, Equatable {
         }
         if let url = env["CLAWVOICE_GATEWAY_URL"], !url.isEmpty { config.gateway.url = url }
         if let token = env["CLAWVOICE_GATEWAY_TOKEN"], !token.isEmpty { config.gateway.token = token }
+        if let password = env["CLAWVOICE_GATEWAY_PASSWORD"], !password.isEmpty { config.gateway.password = password }
         let stateFromEnv = env["CLAWVOICE_STATE_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         let state = stateFromEnv ?? config.stateDir
             ?? ((env["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (home(env) + "/.local/state")) + "/clawvoice")

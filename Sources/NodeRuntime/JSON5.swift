@@ -12,8 +12,39 @@ public struct JSON5Error: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 public enum JSON5 {
-    public static func parse(_ text: String) throws(JSON5Error) -> JSONValue {
+    /// Text from the document as an error line shows it: control characters escaped (a key
+    /// holding "\n" made a multi-line error; the JSON5 fuzz target found it) and at most 40
+    /// characters.
+    static func shown(_ text: String) -> String {
+        var out = ""
+        var count = 0
+        for u in text.unicodeScalars {
+            if count == 40 { out += "…"; break }
+            switch u {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "'": out += "\\'"
+            default:
+                if u.properties.generalCategory == .control || u.properties.generalCategory == .lineSeparator
+                    || u.properties.generalCategory == .paragraphSeparator || u.properties.generalCategory == .format {
+                    out += "\\u{\(String(u.value, radix: 16))}"
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+            count += 1
+        }
+        return out
+    }
+
+    /// Deepest nesting accepted. The parser recurses once per level, and about 34,000 levels
+    /// overflowed the stack; a real config is under ten deep.
+    public static let maxDepth = 64
+
+    public static func parse(_ text: String, maxDepth: Int = JSON5.maxDepth) throws(JSON5Error) -> JSONValue {
         var p = Parser(Array(text.unicodeScalars))
+        p.maxDepth = maxDepth
         p.skipSpace()
         let v = try p.value()
         try p.skipSpaceChecked()
@@ -24,7 +55,15 @@ public enum JSON5 {
     struct Parser {
         let s: [Unicode.Scalar]
         var i = 0
+        var depth = 0
+        var maxDepth = JSON5.maxDepth
         init(_ s: [Unicode.Scalar]) { self.s = s }
+
+        /// Enters one more level of `{`/`[` at the current position, or says where it went too deep.
+        mutating func enter() throws(JSON5Error) {
+            depth += 1
+            if depth > maxDepth { throw error("nested deeper than \(maxDepth) levels") }
+        }
 
         var atEnd: Bool { i >= s.count }
         var peek: Unicode.Scalar? { i < s.count ? s[i] : nil }
@@ -72,7 +111,7 @@ public enum JSON5 {
                 case "null": return .null
                 case "Infinity": return .number(.infinity)
                 case "NaN": return .number(.nan)
-                default: i -= word.unicodeScalars.count; throw error("unexpected word '\(word)' (strings need quotes)")
+                default: i -= word.unicodeScalars.count; throw error("unexpected word '\(JSON5.shown(word))' (strings need quotes)")
                 }
             default:
                 if c == "-" || c == "+" || c == "." || ("0"..."9").contains(c) { return .number(try number()) }
@@ -80,7 +119,7 @@ public enum JSON5 {
                     let start = i
                     let word = identifier()
                     i = start
-                    throw error("unexpected word '\(word)' (strings need quotes)")
+                    throw error("unexpected word '\(JSON5.shown(word))' (strings need quotes)")
                 }
                 throw error("unexpected '\(Character(c))'")
             }
@@ -96,6 +135,8 @@ public enum JSON5 {
         }
 
         mutating func object() throws(JSON5Error) -> JSONValue {
+            try enter()
+            defer { depth -= 1 }
             i += 1
             var o: [String: JSONValue] = [:]
             try skipSpaceChecked()
@@ -108,10 +149,10 @@ public enum JSON5 {
                 else if isIdentStart(c) { key = identifier() }
                 else { throw error("expected a key or '}', found '\(Character(c))'") }
                 try skipSpaceChecked()
-                guard peek == ":" else { throw error("expected ':' after key '\(key)'") }
+                guard peek == ":" else { throw error("expected ':' after key '\(JSON5.shown(key))'") }
                 i += 1
                 try skipSpaceChecked()
-                if o[key] != nil { i = keyStart; throw error("duplicate key '\(key)'") }
+                if o[key] != nil { i = keyStart; throw error("duplicate key '\(JSON5.shown(key))'") }
                 o[key] = try value()
                 try skipSpaceChecked()
                 if peek == "," { i += 1; try skipSpaceChecked(); continue }
@@ -121,6 +162,8 @@ public enum JSON5 {
         }
 
         mutating func array() throws(JSON5Error) -> JSONValue {
+            try enter()
+            defer { depth -= 1 }
             i += 1
             var a: [JSONValue] = []
             try skipSpaceChecked()

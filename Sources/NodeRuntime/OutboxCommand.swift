@@ -44,9 +44,22 @@ enum OutboxCommand {
 
     /// `clawvoice outbox [list [--json] | retry N | drop N]` for the active gateway.
     static func run(_ p: CLI.Parsed, config: ClawConfig, paths: RuntimePaths, say: (String) -> Void) throws -> Int32 {
+        let action = p.positionals.first ?? "list"
+        if action == "list" {
+            // Reading must work when writing cannot (a full disk): opening for writing creates the
+            // WAL files and resolving the gateway records it, so a failure there falls back to a
+            // store opened read only and a gateway looked up without writing.
+            let (store, gatewayName) = try storeForReading(config: config, paths: paths)
+            let items = try store.outbox(gateway: gatewayName)
+            if p.flags["--json"] != nil {
+                say(JSONValue.array(items.map(json)).description)
+            } else {
+                for line in describe(items, gateway: gatewayName, nowMs: nowMs()) { say(line) }
+            }
+            return 0
+        }
         let store = try openStore(paths)
         let gateway = try activeGateway(config: config, store: store)
-        let action = p.positionals.first ?? "list"
         switch action {
         case "list":
             let items = try store.outbox(gateway: gateway.name)
@@ -91,6 +104,19 @@ enum OutboxCommand {
                                            idempotencyKey: UUID().uuidString.lowercased(), nowMs: nowMs())
         say("Queued turn \(item.seq) for \(gateway.name) (session \(session))\(daemonNote(paths)).")
         return 0
+    }
+
+    /// The store and the active gateway's name, opened for writing if possible, else read only.
+    private static func storeForReading(config: ClawConfig, paths: RuntimePaths) throws -> (ClawStore, String) {
+        do {
+            let store = try openStore(paths)
+            return (store, try activeGateway(config: config, store: store).name)
+        } catch {
+            guard let ro = try? ClawStore(readingOnly: paths.stateDir) else { throw error }
+            if let url = config.gateway.url { return (ro, GatewayNaming.name(for: url)) }
+            if let active = try ro.activeGateway() { return (ro, active.name) }
+            throw error
+        }
     }
 
     private static func activeGateway(config: ClawConfig, store: ClawStore) throws -> GatewayRecord {

@@ -17,6 +17,11 @@ public struct PairRequest: Sendable {
     public var allowInsecure = false
     /// Give up after this long (nil: wait until approved or interrupted).
     public var timeout: Duration?
+    /// Asks the user whether to trust (and pin) a certificate that does not verify; nil when
+    /// nobody can be asked (not a terminal), and `pair` then ends showing how to pin it.
+    public var confirmTrust: (@Sendable (String) -> Bool)?
+    /// How the secret was given (`--token-file FILE`, …), repeated in a suggested command.
+    public var secretFlag: String?
     public init() {}
 }
 
@@ -89,11 +94,28 @@ public enum PairingFlow {
         if let code = request.setupCode {
             let setup = try SetupCode.parse(code, nowMs: now)
             routes = setup.routes
-            let pin = request.tlsFingerprint ?? setup.tlsFingerprint
+            var pin = request.tlsFingerprint ?? setup.tlsFingerprint
             say("Setup code for \(setup.url)\(setup.routes.count > 1 ? " (\(setup.routes.count) routes)" : ""); probing…")
-            guard let route = await probe(routes, tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say) else {
-                say("No route answered. Is the gateway running and reachable from here? Tried: \(routes.joined(separator: ", "))")
-                return 1
+            var answered = await probe(routes, tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say)
+            if answered == nil && pin == nil {
+                // A wss:// route whose certificate does not verify, and the code carries no pin:
+                // show what to pin (never the code itself, it holds a bootstrap token), or ask.
+                for route in routes where route.hasPrefix("wss://") {
+                    guard case .untrustedCertificate(let host, let reason, let fingerprint)? =
+                            await TLSTrust.firstFailure(route, allowInsecure: request.allowInsecure) else { continue }
+                    guard let fingerprint, let confirm = request.confirmTrust,
+                          confirm(TLSTrust.question(host: host, reason: reason, fingerprint: fingerprint)) else {
+                        throw CLI.Failure(description: TLSTrust.refusal(host: host, reason: reason, fingerprint: fingerprint,
+                                                                        setupCode: true, url: route, secretFlag: nil))
+                    }
+                    pin = fingerprint
+                    say("Pinned the certificate of \(host): sha256 \(fingerprint)")
+                    answered = await probe([route], tlsFingerprint: pin, allowInsecure: request.allowInsecure, say: say)
+                    break
+                }
+            }
+            guard let route = answered else {
+                throw CLI.Failure(description: "no route answered; is the gateway running and reachable from here? Tried: \(routes.joined(separator: ", "))")
             }
             record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: route), url: route, tlsFingerprint: pin,
                                    allowInsecure: request.allowInsecure, bootstrapToken: setup.bootstrapToken,
@@ -103,7 +125,19 @@ public enum PairingFlow {
             if !parsed.secure && !parsed.isLoopback && !request.allowInsecure {
                 throw ConfigError("refusing unencrypted ws:// to non-loopback host \(parsed.host): use wss:// (with --tls-fingerprint) or pass --allow-insecure")
             }
-            record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: url), url: url, tlsFingerprint: request.tlsFingerprint,
+            var pin = request.tlsFingerprint
+            if parsed.secure && pin == nil,
+               case .untrustedCertificate(let host, let reason, let fingerprint)? = await TLSTrust.firstFailure(url, allowInsecure: request.allowInsecure) {
+                // A self-signed gateway: retrying cannot help; say what to pin, or ask.
+                guard let fingerprint, let confirm = request.confirmTrust,
+                      confirm(TLSTrust.question(host: host, reason: reason, fingerprint: fingerprint)) else {
+                    throw CLI.Failure(description: TLSTrust.refusal(host: host, reason: reason, fingerprint: fingerprint,
+                                                                    url: url, secretFlag: request.secretFlag))
+                }
+                pin = fingerprint
+                say("Pinned the certificate of \(host): sha256 \(fingerprint)")
+            }
+            record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: url), url: url, tlsFingerprint: pin,
                                    allowInsecure: request.allowInsecure, sharedToken: request.token, password: request.password,
                                    addedAtMs: now)
             routes = [url]
@@ -124,8 +158,13 @@ public enum PairingFlow {
         try store.setActiveGateway(name: record.name)
         say("Device \(identity.deviceId) (\(config.node.displayName)) → gateway \(record.name) at \(record.url)")
 
+        // The sessions' own error lines would repeat, once per role, the one line pair ends with.
+        let linkLog = LogSink(minimum: log.minimum) { level, component, message in
+            if level == .error && component.hasPrefix("gateway[") { return }
+            log.log(level, component, message)
+        }
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(), log: log, timing: timing)
+                               commands: NodeCommands.registry(), log: linkLog, timing: timing)
         let shown = Mutex<Set<String>>([])
         link.onStatus { s in
             let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")"
@@ -139,7 +178,7 @@ public enum PairingFlow {
             case .connected:
                 say("\(s.role): paired and connected")
             case .paused:
-                say("\(s.role): \(s.detail); \(s.nextStep ?? "")")
+                break  // pair ends with this, once, on stderr
             case .waiting, .connecting, .stopped:
                 break
             }
@@ -165,11 +204,10 @@ public enum PairingFlow {
             return 0
         case .failure(let s):
             if s.state == .paused {
-                say("Pairing stopped: \(s.detail); \(s.nextStep ?? "")")
-            } else {
-                say("Pairing not finished after \(request.timeout.map { "\($0.components.seconds) s" } ?? "waiting"): \(s.role) is \(s.state.rawValue) (\(s.detail)). Run `clawvoice pair` again after approving.")
+                // The detail already says what to do (e.g. set the right token); nextStep is generic.
+                throw CLI.Failure(description: "pairing stopped: \(s.detail)")
             }
-            return 1
+            throw CLI.Failure(description: "pairing not finished after \(request.timeout.map { "\($0.components.seconds) s" } ?? "waiting"): \(s.role) is \(s.state.rawValue) (\(s.detail)); run `clawvoice pair` again after approving")
         }
     }
 }

@@ -1,6 +1,7 @@
 // A PulseAudio of our own for the demo when the machine has no sound server (or when the
 // demo must not touch the user's): two null sinks, one the speaker, one whose monitor is
-// the microphone. It lives in a temporary directory and dies with the demo.
+// the microphone. It lives in a temporary directory and dies with the demo (or the bench),
+// however that ends: stop(), or a guardian shell that notices its owner is gone.
 
 import Audio
 import Foundation
@@ -37,9 +38,28 @@ public final class PrivatePulseServer: Sendable {
         // would then block in waitpid on the live server and never reap another child. The shell
         // keeps that descriptor and exits when pulseaudio does; stop() signals pulseaudio itself
         // (a child of a Swift process may inherit blocked signals, so a trap in the shell is unreliable).
+        //
+        // The shell also guards against being left behind: when the process that started the
+        // server is gone (it exited without stop(), crashed, or was killed by Ctrl-C or kill -9),
+        // it stops pulseaudio and removes the directory within about a quarter of a second.
+        // The shell inherits a blocked SIGCHLD, so it never reaps: "alive" reads /proc and
+        // counts a zombie as dead, and the shell exits rather than `wait`s.
+        let guardian = """
+        alive() { [ -r /proc/$1/stat ] || return 1; read -r st < /proc/$1/stat || return 1
+          case "$st" in *") Z "*) return 1;; esac; return 0; }
+        "$0" "$@" & pa=$!; echo $pa > '\(directory)/pulseaudio.pid'
+        while alive $pa; do
+          if ! alive \(getpid()); then
+            kill -TERM $pa 2>/dev/null; n=0
+            while alive $pa && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
+            kill -KILL $pa 2>/dev/null; rm -rf '\(directory)'; exit 0
+          fi
+          sleep 0.2
+        done
+        """
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", "\"$0\" \"$@\" & echo $! > \(directory)/pulseaudio.pid; wait $!",
+        p.arguments = ["-c", guardian,
                        binary, "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr",
                        "--log-level=error", "-F", directory + "/default.pa"]
         var env = ProcessInfo.processInfo.environment

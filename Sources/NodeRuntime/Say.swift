@@ -25,7 +25,7 @@ public enum SayCommand {
                                    credentials: GatewayCredentials(sharedToken: record.sharedToken, password: record.password),
                                    identity: identity, instanceId: instanceId, store: store, options: options, log: log)
             await s.start()
-            let st = await s.waitUntilSettled(timeout: .seconds(8))
+            let st = await firstVerdict(s, timeout: .seconds(8))
             if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
             session = s
         }
@@ -46,6 +46,22 @@ public enum SayCommand {
         return summarize(report, out: out, say: say)
     }
 
+    /// Connected, or plainly not for now: the first attempt failed and a retry is scheduled, or
+    /// the gateway wants pairing or paused us. `say` must not sit out the retries (it waited 8 s
+    /// with the gateway down) before espeak-ng speaks.
+    static func firstVerdict(_ s: GatewaySession, timeout: Duration) async -> SessionStatus {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let st = await s.currentStatus()
+            switch st.state {
+            case .connected, .paused, .waiting, .pairing: return st
+            case .stopped, .connecting: break
+            }
+            if ContinuousClock.now >= deadline { return st }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+    }
+
     static func summarize(_ report: SpeechReport, out: String?, say: @Sendable (String) -> Void) -> Int32 {
         if let error = report.error {
             say("could not speak: \(error)")
@@ -60,14 +76,20 @@ public enum SayCommand {
 }
 
 enum AudioDevicesCommand {
-    static func run(json: Bool, say: @Sendable (String) -> Void) async -> Int32 {
+    static func run(json: Bool, say: @Sendable (String) -> Void) async throws -> Int32 {
         let connection = PulseConnection(clientName: "clawvoice-devices")
         defer { connection.close() }
+        // Asked once: this command does not retry, so it must not pass on the daemon's "keeps retrying".
+        do { try await connection.waitUntilReady(timeout: .seconds(3)) } catch {
+            let server = ProcessInfo.processInfo.environment["PULSE_SERVER"].map { "PULSE_SERVER=\($0)" } ?? "the default server"
+            let line = "no sound server answers (\(server)); is PulseAudio or pipewire-pulse running?"
+            if json { say(JSONValue.object(["ok": false, "error": .string(line)]).description); return 1 }
+            throw CLI.Failure(description: line)
+        }
         let result = await devicesJSON(connection: connection)
         if json { say(result.description); return result["ok"]?.boolValue == true ? 0 : 1 }
         guard result["ok"]?.boolValue == true else {
-            say("no sound server: \(result["error"]?.stringValue ?? "?") (is PulseAudio or pipewire-pulse running? PULSE_SERVER=\(ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "unset"))")
-            return 1
+            throw CLI.Failure(description: result["error"]?.stringValue ?? "listing the sound server's devices failed")
         }
         for (title, key, configKey) in [("Sources (microphones)", "sources", "audio.source"), ("Sinks (speakers)", "sinks", "audio.sink")] {
             say("\(title): use the name as \(configKey)")

@@ -53,6 +53,23 @@ public final class ClawStore: @unchecked Sendable {
         }
     }
 
+    /// Opens an existing store for reading only, writing nothing at all: for listing what is
+    /// there when the disk is full (opening normally creates the -wal and -shm files, which needs
+    /// space). Immutable: no locks and no WAL index, so rows still only in a -wal file are not
+    /// seen. After a clean close there are none; with a daemon running the normal open works.
+    public init(readingOnly directory: String) throws(StoreError) {
+        self.directory = directory
+        databasePath = (directory as NSString).appendingPathComponent(Self.fileName)
+        let db = try SQLiteDatabase(path: databasePath, immutable: true)
+        let found = Int(try db.query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") { $0.int64(0) }.first ?? 0)
+        guard found <= Schema.latestVersion else { throw .schemaTooNew(found: found, supported: Schema.latestVersion) }
+        guard found == Schema.latestVersion else {
+            throw .sqlite(call: "open (read only)", code: 0, message: "schema version \(found) needs an upgrade, which cannot be written now")
+        }
+        schemaVersion = found
+        self.db = db
+    }
+
     /// The connection's journal mode ("wal" once open).
     public func journalMode() throws(StoreError) -> String {
         try locked { db throws(StoreError) in

@@ -319,6 +319,7 @@ public actor SpeechOutput {
         do {
             let pcm = try ClipDecoder.decode(Array(bytes), outputFormat: r.outputFormat, mimeType: r.mimeType, fileExtension: r.fileExtension)
             guard !pcm.isEmpty else { return .fallback("the clip decoded to no audio") }
+            if let why = ClipPlayability.problem(pcm, text: text) { return .fallback("clip not playable: \(why)") }
             return .clip(pcm, provider: r.provider, format: r.outputFormat)
         } catch {
             return .fallback("clip not playable (\(r.outputFormat ?? r.mimeType ?? "unlabelled")): \(error)")

@@ -8,7 +8,8 @@ internal import CWebsockets
 /// A TLS 1.2+ client session over memory BIOs. Owned by one thread; not Sendable.
 ///
 /// Verification: without a pin, the chain must verify against the system CAs and the leaf
-/// must name the host (DNS name or IP address). With a pin, OpenSSL verifies nothing and the
+/// must name the host (DNS name or IP address); the handshake completes either way and the
+/// caller checks ``verificationFailure`` before writing anything. With a pin, the
 /// caller compares ``peerLeafSHA256`` with the pin once the handshake completes, before any
 /// application byte is written; a self-signed, expired or differently named leaf is fine then.
 final class TLSClientSession {
@@ -24,7 +25,10 @@ final class TLSClientSession {
     private let writeBIO: OpaquePointer  // ciphertext for the socket comes out of here
     private(set) var isEstablished = false
 
+    private let verifies: Bool
+
     init(host: String, verifyWithSystemTrust: Bool) throws(TLSCertificateError) {
+        verifies = verifyWithSystemTrust
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw .openSSL("SSL_CTX_new") }
         if verifyWithSystemTrust && SSL_CTX_set_default_verify_paths(context) != 1 {
             SSL_CTX_free(context)
@@ -47,12 +51,14 @@ final class TLSClientSession {
         SSL_set_connect_state(ssl)
 
         let isIPLiteral = IPAddress.isIPv6(host) || IPAddress.isIPv4(host)
+        // OpenSSL verifies the chain (and the host) either way, but SSL_VERIFY_NONE lets the
+        // handshake finish so the leaf's fingerprint can be shown when it does not verify. The
+        // caller refuses the connection on `verificationFailure` before any application byte,
+        // exactly as it does for a pin mismatch.
+        SSL_set_verify(ssl, SSL_VERIFY_NONE, nil)
         if verifyWithSystemTrust {
-            SSL_set_verify(ssl, SSL_VERIFY_PEER, nil)
             let bound = isIPLiteral ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) : SSL_set1_host(ssl, host)
             guard bound == 1 else { throw .openSSL(isIPLiteral ? "X509_VERIFY_PARAM_set1_ip_asc(\(host))" : "SSL_set1_host(\(host))") }
-        } else {
-            SSL_set_verify(ssl, SSL_VERIFY_NONE, nil)
         }
         // SNI carries DNS names only (RFC 6066 §3).
         if !isIPLiteral && cv_ssl_set_tlsext_host_name(ssl, host) != 1 {
@@ -142,6 +148,14 @@ final class TLSClientSession {
         var bytes = [UInt8](repeating: 0, count: pending)
         let n = bytes.withUnsafeMutableBytes { BIO_read(writeBIO, $0.baseAddress, Int32(clamping: pending)) }
         return n > 0 ? Array(bytes[..<Int(n)]) : []
+    }
+
+    /// Why the chain or host did not verify (OpenSSL's words, e.g. "self-signed certificate"),
+    /// once the handshake is done; nil when verification passed or was not asked for (a pin).
+    var verificationFailure: String? {
+        guard verifies else { return nil }
+        let verify = SSL_get_verify_result(ssl)
+        return verify == Int(X509_V_OK) ? nil : String(cString: X509_verify_cert_error_string(verify))
     }
 
     /// SHA-256 of the server's leaf certificate, 64 lowercase hex digits.

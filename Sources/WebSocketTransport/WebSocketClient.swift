@@ -73,6 +73,8 @@ public final class WebSocketClient: Sendable {
         }
         self.url = url
         self.options = options
+        // Gateway frames can be megabytes; their buffers must not stay resident (issue 11).
+        ProcessMemory.returnLargeBuffersToTheSystem()
         let (stream, continuation) = AsyncStream.makeStream(of: WebSocketEvent.self, bufferingPolicy: .unbounded)
         events = stream
         core = ClientCore(url: url, options: options, pin: pin, continuation: continuation)
@@ -409,11 +411,26 @@ final class ClientCore: @unchecked Sendable {
         case .inProgress:
             flushTLS()
         case .failed(let why):
+            if pin == nil, let reason = tls.verificationFailure {
+                // Say which certificate it was, so the user can check it and pin it.
+                flushTLS()
+                closeStarted = true
+                perform([.emit(.failed(.untrustedCertificate(host: url.hostHeader, reason: reason, sha256: tls.peerLeafSHA256)))])
+                abortRequested = true
+                return
+            }
             lastTransportError = "TLS handshake with \(url.hostHeader) failed: \(why)"
             flushTLS()
             abortRequested = true
         case .complete:
             flushTLS()
+            if pin == nil, let reason = tls.verificationFailure {
+                // Refused before a single application byte, naming the certificate so it can be pinned.
+                closeStarted = true
+                perform([.emit(.failed(.untrustedCertificate(host: url.hostHeader, reason: reason, sha256: tls.peerLeafSHA256)))])
+                abortRequested = true
+                return
+            }
             if let pin {
                 let actual = tls.peerLeafSHA256 ?? "(no certificate)"
                 guard actual == pin else {

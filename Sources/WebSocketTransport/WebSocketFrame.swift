@@ -133,13 +133,28 @@ struct WebSocketFrameDecoder {
 
     init(maxPayloadBytes: Int) { self.maxPayloadBytes = maxPayloadBytes }
 
+    /// Buffer storage kept between messages; more than this is released once it is empty.
+    static let keptCapacity = 256 << 10
+
+    /// The buffer's current storage, for the test that it is given back.
+    var bufferCapacity: Int { buffer.capacity }
+
     mutating func append<C: Collection<UInt8>>(_ bytes: C) {
         // Drop what has been consumed before growing, so the buffer stays one message long.
-        if cursor > 0 && (cursor == buffer.count || cursor >= 1 << 16) {
+        if cursor > 0 && cursor == buffer.count {
+            releaseConsumed()
+        } else if cursor >= 1 << 16 {
             buffer.removeFirst(cursor)
             cursor = 0
         }
         buffer.append(contentsOf: bytes)
+    }
+
+    /// Everything buffered was returned: after a large message give its storage back instead of
+    /// keeping a multi-megabyte buffer per connection for good.
+    private mutating func releaseConsumed() {
+        if buffer.capacity > Self.keptCapacity { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
+        cursor = 0
     }
 
     /// Bytes buffered but not yet returned as frames.
@@ -184,6 +199,7 @@ struct WebSocketFrameDecoder {
         guard available >= total else { return nil }
         let payload = Array(buffer[(cursor + headerLength)..<(cursor + total)])
         cursor += total
+        if cursor == buffer.count { releaseConsumed() }
         return WebSocketFrame(fin: fin, opcode: opcode, payload: payload)
     }
 }

@@ -52,6 +52,10 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The server's leaf certificate does not have the pinned SHA-256 fingerprint. Both are
     /// 64 lowercase hex digits.
     case tlsPinMismatch(expected: String, actual: String)
+    /// No pin was given and the server's certificate did not verify against the system CAs
+    /// (`reason` is OpenSSL's, e.g. "self-signed certificate"). `sha256` is the leaf's
+    /// fingerprint (64 lowercase hex digits), so the user can check it and pin it.
+    case untrustedCertificate(host: String, reason: String, sha256: String?)
     /// The connection could not be established (TCP, TLS or the HTTP upgrade); the payload
     /// says which step failed and why.
     case connectFailed(String)
@@ -81,6 +85,8 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
             "invalid TLS pin \"\(pin)\": expected 64 hex digits (SHA-256 of the leaf certificate)"
         case .tlsPinMismatch(let expected, let actual):
             "TLS certificate pin mismatch: expected sha256 \(expected), server presented \(actual)"
+        case .untrustedCertificate(let host, let reason, let sha256):
+            "TLS certificate of \(host) is not trusted (\(reason))" + (sha256.map { "; its SHA-256 fingerprint is \($0)" } ?? "")
         case .connectFailed(let why):
             "WebSocket connect failed: \(why)"
         case .protocolViolation(let what):

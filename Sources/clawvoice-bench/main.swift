@@ -105,8 +105,9 @@ figures.append(Figure(name: "espeak_first_sample", value: median(firstChunk), un
 
 // MARK: 3–6. Live figures on a private PulseAudio and the loopback gateway.
 
+// Stopped explicitly before exit(0) (a top-level defer never runs past exit); on an error or a
+// signal the server's guardian stops it once this process is gone.
 let pulse = try await PrivatePulseServer()
-defer { pulse.stop() }
 let (events, sink) = AsyncStream.makeStream(of: EventFrame.self)
 // The loopback relay defaults to G.711 µ-law (what OpenClaw's relay takes); the README's live
 // figures were measured on the Ogg Opus uplink, so the bench keeps naming Opus.
@@ -272,4 +273,5 @@ if json {
         print("    " + f.detail)
     }
 }
+pulse.stop()
 exit(0)

@@ -84,6 +84,11 @@ import Testing
         #expect(unknown.error?.message == "INVALID_REQUEST: unknown command \"camera.snap\"")
         #expect(unknown.nodeId == h.identity.deviceId)
 
+        // Issue 11, item 8: an empty command was never answered (the gateway waited for its timeout).
+        let empty = try await g.invoke(command: "", wait: .seconds(5))
+        #expect(!empty.ok && empty.error?.code == "INVALID_REQUEST", "\(empty)")
+        #expect(empty.error?.message.contains("without a command") == true)
+
         let malformed = try await g.invoke(command: "test.echo", paramsJSON: "{oops")
         #expect(!malformed.ok && malformed.error?.code == "INVALID_REQUEST")
         #expect(malformed.error?.message.contains("paramsJSON") == true)
@@ -150,7 +155,7 @@ import Testing
         #expect(await eventually("malformed frames logged") {
             h.log.all.filter { $0.contains("malformed frame") }.count >= 5
         })
-        #expect(h.log.contains("node.invoke.request without id or command"))
+        #expect(h.log.contains("node.invoke.request without an id; ignored"))
         #expect(await eventually("unknown event passed on, not dropped") { events.withLock { $0.contains("future.event") } })
         #expect(await node.isConnected)
         #expect(h.statuses.count(.connected, role: "node") == 1, "no reconnect was needed")

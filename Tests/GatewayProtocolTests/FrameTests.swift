@@ -738,3 +738,28 @@ private let client = ClientInfo(id: "node-host", version: "0.1.0", platform: "li
         #expect(ConnectChallenge(payload: ["nonce": "  abc \n", "ts": 1])?.nonce == "abc")
     }
 }
+
+// MARK: - Nesting depth (issue 11, item 4)
+
+@Suite struct `Frame nesting depth` {
+    @Test func `a frame nested 512 deep is refused with one line, before any decoding`() throws {
+        let deep = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
+        let text = "{\"type\":\"event\",\"event\":\"tick\",\"payload\":\(deep)}"
+        do {
+            _ = try GatewayFrame.decode(text)
+            Issue.record("a 512-deep frame decoded")
+        } catch {
+            #expect(error.reason.contains("nested deeper than \(JSONDepth.gatewayLimit) levels"), "\(error)")
+        }
+        #expect(throws: JSONDepth.TooDeep.self) { _ = try JSONCoding.decode(JSONValue.self, from: Data(deep.utf8)) }
+    }
+
+    @Test func `brackets inside strings do not count, and nesting up to the limit decodes`() throws {
+        let text = "{\"type\":\"event\",\"event\":\"tick\",\"payload\":{\"s\":\"" + String(repeating: "[{", count: 600) + "\"}}"
+        _ = try GatewayFrame.decode(text)
+        let ok = String(repeating: "[", count: JSONDepth.gatewayLimit - 1) + String(repeating: "]", count: JSONDepth.gatewayLimit - 1)
+        _ = try GatewayFrame.decode("{\"type\":\"event\",\"event\":\"tick\",\"payload\":\(ok)}")
+        #expect(JSONDepth.firstExcess(Array("[[\"\\\"[[[\"]]".utf8), limit: 2) == nil)
+        #expect(JSONDepth.firstExcess(Array("[[[]]]".utf8), limit: 2) == 2)
+    }
+}

@@ -111,11 +111,13 @@ struct TLSTests {
         let events = EventRecorder(client.events)
         client.connect()
         #expect(await events.waitForEnd())
-        guard case .failed(.connectFailed(let why))? = events.events.last, events.events.count == 1 else {
-            Issue.record("expected a single connectFailed, got \(events.events)")
+        // It names the certificate it refused (issue 11, item 6), so the user can pin it.
+        guard case .failed(.untrustedCertificate(_, let why, let sha256))? = events.events.last, events.events.count == 1 else {
+            Issue.record("expected a single untrustedCertificate, got \(events.events)")
             return
         }
-        #expect(why.contains("certificate"))
+        #expect(why.contains("self-signed certificate"))
+        #expect(sha256 == identity.fingerprint)
     }
 
     @Test func `a plain client talking to a TLS server fails instead of hanging`() async throws {

@@ -141,3 +141,24 @@ struct WebSocketHandshakeTests {
         #expect(why.contains(mention))
     }
 }
+
+// Issue 11, item 7: a 12 MB frame left a 12 MB buffer in each connection's decoder for good.
+struct WebSocketFrameDecoderMemoryTests {
+    @Test func `the decoder gives back a large buffer once its frames are taken`() throws {
+        var decoder = WebSocketFrameDecoder(maxPayloadBytes: 16 << 20)
+        let big = WebSocketFrameEncoder.encode(opcode: .binary, payload: [UInt8](repeating: 7, count: 4 << 20), maskKey: nil)
+        // In pieces, as the socket delivers it.
+        var offset = 0
+        var frame: WebSocketFrame?
+        while offset < big.count {
+            decoder.append(big[offset..<min(offset + 65_536, big.count)])
+            offset += 65_536
+            if let f = try decoder.nextFrame() { frame = f }
+        }
+        #expect(frame?.payload.count == 4 << 20)
+        #expect(decoder.bufferCapacity <= WebSocketFrameDecoder.keptCapacity, "kept \(decoder.bufferCapacity) bytes")
+        // Small frames keep reusing a small buffer.
+        decoder.append(WebSocketFrameEncoder.encode(opcode: .text, payload: Array("hi".utf8), maskKey: nil))
+        #expect(try decoder.nextFrame()?.payload == Array("hi".utf8))
+    }
+}

@@ -24,7 +24,7 @@ public enum ClipFormat: Sendable, Equatable, CustomStringConvertible {
 /// Decodes TTS clips by label and by content (spec: talk-and-voice §3.1, §3.2).
 public enum ClipDecoder {
     /// Lowest and highest rate a `pcm_<rate>` label may name.
-    static let pcmRates = 8_000...192_000
+    static let pcmRates = WAVFile.sampleRates
 
     /// Decodes `data` to PCM in the clip's own rate and channel count.
     ///

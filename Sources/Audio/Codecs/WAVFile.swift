@@ -1,11 +1,12 @@
-// WAVFile: RIFF/WAVE in Swift, both ways. Reads 16-bit PCM (1–2 channels, any rate), including
+// WAVFile: RIFF/WAVE in Swift, both ways. Reads 16-bit PCM (1–2 channels, 8–192 kHz), including
 // WAVE_FORMAT_EXTENSIBLE and streamed files whose sizes were left as 0 or 0xFFFFFFFF; writes
 // the canonical 44-byte header. Everything else is refused with a line that says what it was.
 
 /// 16-bit PCM WAV files.
 public enum WAVFile {
-    /// Highest rate accepted when reading; anything above is a broken header, not audio.
-    static let maxSampleRateHz = 384_000
+    /// Rates accepted when reading, as for `pcm_` labels: outside them the header is broken or
+    /// hostile (2000 bytes labelled 100 Hz would hold the speaker for 10 s), not speech.
+    public static let sampleRates = 8_000...192_000
 
     /// A canonical 44-byte-header WAV of `pcm`.
     public static func encode(_ pcm: PCMBuffer) -> [UInt8] {
@@ -79,7 +80,9 @@ public enum WAVFile {
         guard tag == 1 else { throw .unsupported("WAV with \(names[tag] ?? "format tag \(tag)") samples; only 16-bit PCM is played") }
         guard bits == 16 else { throw .unsupported("WAV with \(bits)-bit PCM; only 16-bit PCM is played") }
         guard (1...2).contains(channels) else { throw .unsupported("WAV with \(channels) channels; only mono and stereo are played") }
-        guard (1...maxSampleRateHz).contains(rate) else { throw .corrupt(call: "WAV parser", reason: "sample rate \(rate) Hz") }
+        guard sampleRates.contains(rate) else {
+            throw .unsupported("WAV at \(rate) Hz; only \(sampleRates.lowerBound / 1000)–\(sampleRates.upperBound / 1000) kHz is played")
+        }
         return AudioFormat(sampleRateHz: rate, channels: channels)
     }
 }
