@@ -11,8 +11,8 @@ APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
-# Seconds per fuzz target in `make test` (six targets: about two minutes in all).
-FUZZ_SECONDS ?= 20
+# Seconds per fuzz target in `make test` (six targets: under a minute of fuzzing; depth comes from `make fuzz-long`).
+FUZZ_SECONDS ?= 8
 FUZZ_LONG_RUNS ?= 1000000
 
 .PHONY: build deps test demo peer-test fuzz fuzz-long release clean help soak bench
@@ -23,7 +23,7 @@ help:
 	@echo "make build   debug build;  make release: optimised build"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
-	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (20) each;  make fuzz-long: 10^6 inputs each"
+	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
 	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
 
 deps:
