@@ -400,7 +400,10 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         let first = d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))
         #expect(first.contains { if case .listen(_, true) = $0 { return true }; return false }, "wake listens over the speaker")
         #expect(d.m.gatedFrames == 0)
-        for _ in 0..<20 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }
+        // 120 ms of voice (six more 20 ms frames) is a barge-in over a cancelled echo.
+        for _ in 0..<4 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }
+        #expect(d.m.bargeIns == 0)
+        for _ in 0..<2 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }
         #expect(d.m.bargeIns == 1)
         // Quiet residual echo (−60 dBFS) never adds up to a barge-in.
         var q = MachineDriver(settings: s)
