@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CEspeak", pkgConfig: "espeak-ng", providers: [.apt(["libespeak-ng-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
+        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
 
         .target(name: "GatewayProtocol", dependencies: ["CSSL"]),
         .target(name: "WebSocketTransport", dependencies: ["CWebsockets", "CSSL"]),
@@ -29,7 +30,7 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
-        .target(name: "WakeWord", dependencies: ["Audio"]),
+        .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
