@@ -43,7 +43,14 @@ public enum WakeCommand {
         // downmixed, resampled and fed, so a long file costs one block of memory.
         let reader: WAVStreamReader
         do { reader = try WAVStreamReader(path: input, rates: Self.inputRates) } catch {
-            throw InputError(description: "cannot use \(input): \(error)")
+            let why: String
+            switch error {
+            case .empty: why = "the file is empty"
+            case .unsupported(let what): why = what
+            case .corrupt(_, let reason): why = reason
+            case .headerless(let label): why = "headerless audio (\(label))"
+            }
+            throw InputError(description: "cannot use \(input): \(why)")
         }
         let rate = reader.format.sampleRateHz, channels = reader.format.channels
         let resampler: Resampler?

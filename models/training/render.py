@@ -18,6 +18,7 @@ CACHE = os.path.join(HERE, ".cache", "render")
 RENDER_VERSION = 1
 # Clips per engine, scaled by how fast each engine is (Piper is ~50x slower than espeak-ng).
 SHARE = {"espeak-ng": 1.0, "piper-joe": 0.3, "pico-en-US": 0.2, "pico-en-GB": 0.2}
+NEAR_SHARE = {"espeak-ng": 1.0, "piper-joe": 0.1, "pico-en-US": 0.2, "pico-en-GB": 0.2}
 
 
 def log(msg):
@@ -72,10 +73,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trigger", action="append", default=[])
     ap.add_argument("--pool", type=int, default=1600)
+    ap.add_argument("--engine", action="append", default=[], help="only these engines")
+    ap.add_argument("--skip-pool", action="store_true")
     args = ap.parse_args()
     import train_head
     for eng in voices.engines():
-        train_head.render_pool(eng, args.pool)
+        if args.engine and eng.name not in args.engine:
+            continue
+        if not args.skip_pool:
+            train_head.render_pool(eng, args.pool)
+            train_head.render_pool(eng, 400, "val")
         for t in args.trigger:
             train_head.render_trigger(eng, t)
 

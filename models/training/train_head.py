@@ -74,7 +74,7 @@ def render_trigger(eng, trigger, positives=1800, near=1500):
     seed = zlib.crc32((stem + eng.name).encode()) % 100000
     pos = render.rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name),
                           int(positives * render.SHARE[eng.name]), seed)
-    nm = render.rendered(eng, f"near-{stem}", near_words(trigger), int(near * render.SHARE[eng.name]), seed + 1)
+    nm = render.rendered(eng, f"near-{stem}", near_words(trigger), int(near * render.NEAR_SHARE[eng.name]), seed + 1)
     return pos, nm
 
 
@@ -258,13 +258,29 @@ class Examples:
 KINDS = ["trigger", "near miss", "other trigger", "speech", "noise", "cut-short trigger"]
 
 
-def cached(path, build):
+def cached(path, build, wait_only=False):
+    """Loads path, or builds and saves it. Several trainings may run at once: one builds (a
+    .building marker says so), the others wait for its file. wait_only: never build, wait for
+    another training's file (None when none is building it)."""
+    marker = path + ".building"
+    t0 = time.time()
+    while not os.path.exists(path) and os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 3600:
+        if time.time() - t0 > 5:
+            log(f"  waiting for {os.path.basename(path)} (another training is building it)") if int(time.time() - t0) % 60 < 5 else None
+        time.sleep(5)
     if os.path.exists(path):
         with np.load(path) as z:
             return z["E"], z["Y"], z["K"]
-    E, Y, K = build()
+    if wait_only:
+        return None
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    np.savez(path, E=E, Y=Y, K=K)
+    open(marker, "w").close()
+    try:
+        E, Y, K = build()
+        np.savez(path + ".tmp.npz", E=E, Y=Y, K=K)
+        os.replace(path + ".tmp.npz", path)
+    finally:
+        os.remove(marker)
     return E, Y, K
 
 
@@ -371,10 +387,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trigger", required=True)
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--hidden", type=int, default=HIDDEN)
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--positives", type=int, default=4000, help="trigger canvases")
+    ap.add_argument("--positives", type=int, default=3000, help="trigger canvases")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every data count (smoke tests)")
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--fixtures-dir", default=os.path.join(REPO, "Tests", "WakeWordTests", "Fixtures"))
@@ -399,17 +415,14 @@ def main():
 
     # --- rendering (cached per engine) ------------------------------------------------------
     engines = voices.engines()
-    pool, vpool, clips, near, others = [], [], {}, [], {}
+    pool, vpool, clips, near = [], [], {}, []
     for eng in engines:
         pool += render_pool(eng)
-        vpool += render_pool(eng, 700, "val")
+        vpool += render_pool(eng, 400, "val")
         own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
         near += nm
-        for t in DEFAULT_TRIGGERS:
-            if file_stem(t) != stem:
-                others.setdefault(t, []).extend(render_trigger(eng, t)[0])
-        log(f"{eng.name}: {len(own)} triggers, {len(nm)} near misses")
+        log(f"{eng.name}: {len(own)} triggers, {len(near)} near misses")
     all_clips = [c for v in clips.values() for c in v]
     log(f"rendered: {len(all_clips)} triggers, {len(near)} near misses, {len(pool)} sentences "
         f"({sum(map(len, pool)) / 16000 / 60:.0f} min), {len(vpool)} validation sentences")
@@ -418,40 +431,47 @@ def main():
     sc = args.scale
     key = f"v{DATA_VERSION}-s{sc:g}"
     ck = lambda name: os.path.join(args.cache_dir, "examples", f"{name}-{key}.npz")
-    frng = np.random.default_rng(seed + 9)
-    feat = Featurizer(fe, frng)
+    feat = Featurizer(fe, np.random.default_rng(seed + 9))
     noise = Noise(np.random.default_rng(3), pool)
-
-    def shared_negatives():
-        # Trigger-independent: speech, noise and every default trigger's near misses.
-        words = near_words(DEFAULT_TRIGGERS[0])
-        nm = []
-        for eng in engines:
-            for t in DEFAULT_TRIGGERS:
-                nm += render_trigger(eng, t)[1]
-        del words
-        return negatives(feat, np.random.default_rng(101), nm, pool, noise,
-                         {k: int(v * sc) for k, v in dict(near=5000, speech=6000, noise=500).items()})
-    En, Yn, Kn = cached(ck("negatives"), shared_negatives)
-    parts = [(En, Yn, Kn)]
     r = np.random.default_rng(seed)
-    Ep, Yp, Kp = cached(ck(f"trigger-{stem}-p{args.positives}"),
-                        lambda: positives(feat, r, all_clips, pool, noise, int(args.positives * sc)))
-    parts.append((Ep, Yp, Kp))
-    parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(1000 * sc))))
+    parts = []
+    stem_idx = zlib.crc32(stem.encode()) % 3
+    # This trigger's own canvases first (several trainings can run side by side).
+    parts.append(cached(ck(f"trigger-{stem}-p{args.positives}"), lambda: positives(feat, r, all_clips, pool, noise, int(args.positives * sc))))
+    parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(600 * sc))))
     if trigger.lower() not in DEFAULT_TRIGGERS:
         parts.append(cached(ck(f"near-{stem}"), lambda: negatives(feat, r, near, pool, noise,
                                                                   {"near": int(1500 * sc), "speech": 0, "noise": 0})))
-    for t, oc in others.items():
-        parts.append(cached(ck(f"other-{file_stem(t)}"), lambda oc=oc: positives(feat, np.random.default_rng(zlib.crc32(t.encode())),
-                                                                            oc, pool, noise, int(800 * sc), kind=2)))
+    # Trigger-independent negatives: speech, noise and near misses of every default trigger.
+    # In three parts, so that trainings running side by side build them in parallel.
+    order = [(stem_idx + k) % 3 for k in range(3)]
+    for part in order:       # build the parts nobody is building yet, then wait for the rest
+        if not (os.path.exists(ck(f"negatives{part}")) or os.path.exists(ck(f"negatives{part}") + ".building")):
+            order = [part] + [q for q in order if q != part]
+            break
+    for part in order:
+        parts.append(cached(ck(f"negatives{part}"), lambda part=part: negatives(
+            feat, np.random.default_rng(101 + part), near, pool, noise,
+            {k: int(v * sc) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
+    # The other default triggers are negatives: their trigger canvases (another training's, or
+    # made here) with the labels cleared.
+    for t in DEFAULT_TRIGGERS:
+        if file_stem(t) == stem:
+            continue
+        theirs = cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
+        if theirs is None:
+            oc = [c for eng in engines for c in render_trigger(eng, t)[0]]
+            theirs = cached(ck(f"other-{file_stem(t)}"), lambda oc=oc: positives(feat, np.random.default_rng(zlib.crc32(t.encode())),
+                                                                               oc, pool, noise, int(500 * sc), kind=2))
+        pick = np.random.default_rng(zlib.crc32(t.encode()) + 1).permutation(len(theirs[0]))[:int(800 * sc)]
+        parts.append((theirs[0][pick], np.zeros_like(theirs[1][pick]), np.full(len(pick), 2, np.int8)))
     E = np.concatenate([p[0] for p in parts])
     Y = np.concatenate([p[1] for p in parts])
     K = np.concatenate([p[2] for p in parts])
     log(f"{len(E)} canvases of {STEPS} scores, {int((Y == 1).any(axis=1).sum())} with the trigger "
         f"({(time.time() - t_start) / 60:.1f} min so far)")
     vrng = np.random.default_rng(seed + 1)
-    vE, v_seconds = cached(ck("valstream")[:-4] + "-x.npz", lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
+    vE, v_seconds = cached(ck("valstream"), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
         *validation_stream(feat, vrng, vpool, noise, 1800 * sc)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")

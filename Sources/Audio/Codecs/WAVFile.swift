@@ -98,7 +98,7 @@ public final class WAVStreamReader {
     /// Opens `path` and reads up to the start of its data chunk. `rates` bounds the sample
     /// rate (a header outside it is refused before any data is read).
     public init(path: String, rates: ClosedRange<Int> = 1...WAVFile.maxSampleRateHz) throws(ClipDecodeError) {
-        guard let h = FileHandle(forReadingAtPath: path) else { throw .corrupt(call: "open", reason: "cannot read \(path)") }
+        guard let h = FileHandle(forReadingAtPath: path) else { throw .corrupt(call: "open", reason: "no such file or not readable") }
         handle = h
         func read(_ n: Int) -> [UInt8] { [UInt8]((try? h.read(upToCount: n)) ?? Data()) }
         let head = read(12)
