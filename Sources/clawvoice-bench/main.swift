@@ -1,7 +1,7 @@
 // clawvoice-bench: speed figures for the audio pipeline, each beside a baseline measured in
 // the same process (these machines are shared and noisy; ratios travel, milliseconds less so).
 //
-//   swift run -c release clawvoice-bench [--json] [--rounds N]
+//   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only]
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -36,6 +36,14 @@ struct Figure: Codable {
     var detail: String
 }
 var figures: [Figure] = []
+
+// `--wake-only`: just the wake figure (used by models/README.md's measurement).
+if args.contains("--wake-only") {
+    for f in wakeFigures() {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    exit(0)
+}
 
 // MARK: 1. Opus framing: our uplink pipeline (libopus packets muxed into Ogg pages, 20 ms frames
 // in, ~100 ms pages out) vs a bare opus_encode loop over the same audio.
@@ -243,48 +251,7 @@ if let o = try? await OutboxBench.measure(turns: 40) {
                           detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
 }
 
-// Wake words: CPU for all three triggers together, as a fraction of one core, and the same
-// audio through pyopen-wakeword (TFLite, three of its heads) in this run as the baseline.
-let modelsDir = WakeModelCatalog.defaultDirectory()
-let available = WakeModelCatalog.defaultPhrases.filter { (try? WakeModelCatalog(directory: modelsDir).load([$0]).models.isEmpty) == false }
-let wakeSeconds = 300.0
-if !available.isEmpty, let (seconds, cpu) = try? WakeBench.measure(modelsDirectory: modelsDir, phrases: available, secondsOfAudio: wakeSeconds) {
-    let ours = 100 * cpu / seconds / Double(available.count) * 3
-    // The baseline needs the training venv (models/training/train.sh makes it).
-    let repo = (modelsDir as NSString).deletingLastPathComponent
-    let python = repo + "/models/training/.venv/bin/python", script = repo + "/models/training/bench_oww.py"
-    var baseline: Double?
-    var baselineNote = "pyopen-wakeword baseline skipped: no \(python) (run models/training/train.sh once)"
-    if FileManager.default.isExecutableFile(atPath: python) {
-        let wav = NSTemporaryDirectory() + "clawvoice-wake-bench-\(ProcessInfo.processInfo.processIdentifier).wav"
-        defer { try? FileManager.default.removeItem(atPath: wav) }
-        do {
-            try WakeBench.writeBenchAudio(to: wav, secondsOfAudio: wakeSeconds)
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: python)
-            p.arguments = [script, wav]
-            let out = Pipe()
-            p.standardOutput = out
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            if let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let c = o["cpuSeconds"] as? Double,
-               let s = o["secondsOfAudio"] as? Double, s > 0 {
-                baseline = 100 * c / s
-                baselineNote = "pyopen-wakeword 1.1.0 (TFLite; hey_jarvis, alexa, hey_mycroft) on the same audio: \(String(format: "%.2f", 100 * c / s)) % of a core"
-            } else {
-                baselineNote = "pyopen-wakeword baseline failed (exit \(p.terminationStatus))"
-            }
-        } catch {
-            baselineNote = "pyopen-wakeword baseline failed: \(error)"
-        }
-    }
-    figures.append(Figure(name: "wake_cpu_three_triggers", value: ours, unit: "% of a core", baseline: baseline,
-                          ratio: baseline.map { ours / max($0, 1e-9) },
-                          detail: "\(Int(seconds)) s of audio through the embedding front end + \(available.joined(separator: ", ")) (\(available.count) head\(available.count == 1 ? "" : "s") measured, scaled to three; goal < 1 % of a core); ratio = ours / baseline; \(baselineNote)"))
-} else {
-    note("wake bench skipped: models missing under \(modelsDir)")
-}
+figures += wakeFigures()
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {

@@ -27,8 +27,9 @@ extension TalkAudio {
         return await condition()
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `a trigger inside a sentence becomes a turn without the trigger words`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
@@ -58,8 +59,9 @@ extension TalkAudio {
         #expect(await rig.talk.wakeStatus?.lastOutcome == "queued")
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `voicewake changed re-targets the detector without a restart and names missing models`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw"])
@@ -88,8 +90,9 @@ extension TalkAudio {
                          + [Int16](repeating: 0, count: Int(16_000 * tail)))
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `only the trigger: the capture ends after 5 s of silence and nothing is sent`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
@@ -110,8 +113,9 @@ extension TalkAudio {
         #expect(rig.log.contains("nothing after the trigger"))
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `a routed trigger goes to its session, and no wake follows within the debounce`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
@@ -141,8 +145,9 @@ extension TalkAudio {
         #expect(await rig.talk.activeCaptureId == nil)
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `push-to-talk pauses the detector: a trigger said while holding the button is just words`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
@@ -161,8 +166,9 @@ extension TalkAudio {
         #expect(await rig.talk.activeCaptureId == nil, "no wake capture opened after the push-to-talk turn")
     }
 
-    @Test(.enabled(if: haveModel, skipReason))
+    @Test
     func `the node's own chime and speech never wake it`() async throws {
+        try #require(Self.haveModel, Self.skipReason)
         // The microphone is the speaker's monitor: everything the node plays reaches it.
         let rig = try await TalkRig.make(speakReplies: false, source: "cv_speaker.monitor", headset: false)
         defer { Task { await rig.shutdown() } }
