@@ -72,9 +72,10 @@ struct SoundServerProcess {
         let lines = listener.stdout.split(separator: "\n").map(String.init)
         let detections = lines.filter { $0.hasPrefix("{\"phrase\":\"openclaw\"") }
         #expect(detections.count == 1, "\(listener.stdout)")
-        // Four score lines a second for 9 s; the trigger's are starred (at or over threshold), the rest are not.
+        // A score line at least every 250 ms of audio, on 80 ms step boundaries (every 320 ms) for 9 s;
+        // the trigger's are starred (at or over threshold), the rest are not.
         let scoreLines = lines.filter { $0.hasPrefix("openclaw ") }
-        #expect(scoreLines.count >= 30, "\(scoreLines.count) score lines")
+        #expect(scoreLines.count >= 25, "\(scoreLines.count) score lines")
         let starred = scoreLines.filter { $0.hasSuffix(" *") }.count
         #expect(starred >= 1 && starred < 5, "\(starred) starred lines")
     }
@@ -99,7 +100,7 @@ struct SoundServerProcess {
     @Test func `wake detect hears the trigger in a 48 kHz stereo file`() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.models + "/openclaw.json"), "models/openclaw.json is missing")
         let env = try CLIEnvironment()
-        let speech = try Resampler.convert(try SpeechSynthesizer.synthesize("please ask openclaw to turn on the lights"), toRateHz: 48_000)
+        let speech = try Resampler.convert(try SpeechSynthesizer.synthesize("hello there, openclaw, what time is it"), toRateHz: 48_000)
         var stereo: [Int16] = []
         for s in [Int16](repeating: 0, count: 24_000) + speech.samples + [Int16](repeating: 0, count: 48_000) { stereo += [s, s] }
         let path = env.scratch.sub("stereo48.wav")

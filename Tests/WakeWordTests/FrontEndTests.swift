@@ -67,3 +67,21 @@ import Testing
         }
     }
 }
+
+/// Each shipped head in the detector against numpy's logits for the same audio (from the
+/// TFLite embeddings; models/training/make_fixtures.py).
+@Suite struct HeadGoldenTests {
+    @Test(arguments: WakeModelCatalog.defaultPhrases)
+    func `the detector's scores match the reference head within 1e-3`(stem: String) throws {
+        let golden = try Fixtures.json("heads-golden.json")
+        let expected = try #require(golden[stem] as? [Double], "no golden logits for \(stem): rerun make_fixtures.py")
+        let model = try WakeModel.load(manifestPath: Fixtures.modelsDirectory + "/\(stem).json")
+        let d = WakeDetector(models: [model])
+        var scores: [Float] = []
+        _ = d.process(try Fixtures.wav("frontend-input.wav").samples) { scores.append($0.scores[0]) }
+        #expect(scores.count == expected.count)
+        var worst = 0.0
+        for (a, b) in zip(scores, expected) { worst = max(worst, abs(Double(a) - 1 / (1 + exp(-b)))) }
+        #expect(worst < 1e-3, "\(stem): largest score difference \(worst)")
+    }
+}

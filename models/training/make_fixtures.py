@@ -60,6 +60,32 @@ def main():
         f.write('{"samples": %d,\n"tflite": [\n' % len(x))
         f.write(",\n".join("[" + ",".join("%.6g" % v for v in row) + "]" for row in ref))
         f.write("]}\n")
+    # Each shipped head's logits on the same audio (numpy, from the TFLite embeddings), the
+    # numbers WakeDetector's scores must reproduce.
+    zero = fe.embed_mels(np.repeat(fe.zero_mel[None], frontend.EMB_FRAMES, axis=0))[0]
+    heads = {}
+    for stem in ("openclaw", "claude", "computer"):
+        path = os.path.join(REPO, "models", stem + ".json")
+        if not os.path.exists(path):
+            continue
+        man = json.load(open(path))
+        flat = np.fromfile(os.path.join(REPO, "models", man["weights"]), "<f4")
+        T = {t["name"]: flat[t["offset"]:t["offset"] + int(np.prod(t["shape"]))].reshape(t["shape"]) for t in man["tensors"]}
+        w = man["network"]["windowEmbeddings"]
+        hist = np.concatenate([np.repeat(zero[None], w - 1, axis=0), ref])
+        logits = []
+        for k in range(len(ref)):
+            h = hist[k:k + w].reshape(-1).astype(np.float64)
+            n_layers = len([t for t in T if t.endswith(".weight")])
+            for i in range(n_layers):
+                h = T[f"dense{i}.weight"].astype(np.float64) @ h + T[f"dense{i}.bias"]
+                if i < n_layers - 1:
+                    h = np.maximum(h, 0)
+            logits.append(float(h[0]))
+        heads[stem] = logits
+    with open(os.path.join(FIX, "heads-golden.json"), "w") as f:
+        json.dump(heads, f)
+    print(f"head logits for {sorted(heads)}")
 
 
 if __name__ == "__main__":
