@@ -396,8 +396,8 @@ def main():
              "Held-out figures for the shipped models (`models/*.json`), measured with the Swift detector",
              "(`clawvoice wake detect`, all three models loaded together, default sensitivity 0.5, 2 s refractory).",
              "Regenerate with:", "", "```", "make wake-eval", "```", "",
-             "(= `swift build -c release` and `bash models/training/evaluate.sh`; the set is built once, ~10 min, and cached in",
-             "models/training/eval-flite/; the run itself takes a few minutes.)", ""] + ([args.note, ""] if args.note else []) + [
+             "(= `swift build -c release` and `bash models/training/evaluate.sh`; the set is built once (22 min here, with other builds running) and cached in",
+             "models/training/eval-flite/; the run itself takes about 5 minutes.)", ""] + ([args.note, ""] if args.note else []) + [
              "## The held-out set: voices training never heard", "",
              "- engine: **flite**, voices `awb` and `rms` only (flite's kal, kal16 and slt share speakers with festival and are "
              "never used; festival is never used). Training uses espeak-ng, Piper (joe) and SVOX Pico only; thresholds come "
