@@ -21,7 +21,7 @@ help:
 	@echo "make build   debug build;  make release: optimised build"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
-	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
+	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word head (about 19 min with the caches of an earlier training)'
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
