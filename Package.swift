@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CEspeak", pkgConfig: "espeak-ng", providers: [.apt(["libespeak-ng-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
+        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
 
         // The one C++ edge: a C face over Debian's libwebrtc-audio-processing (echo cancellation).
         .target(name: "CWebRTCAudio",
@@ -36,7 +37,7 @@ let package = Package(
         .target(name: "Audio", dependencies: ["CPulse", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "AudioFrontEnd", dependencies: ["CWebRTCAudio"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
-        .target(name: "WakeWord", dependencies: ["Audio"]),
+        .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
@@ -47,7 +48,7 @@ let package = Package(
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),

@@ -13,12 +13,13 @@ public enum WakeCommand {
     }
 
     /// Runs the detector over `input` and prints `{"phrase","ms","score"}` per wake through
-    /// `say`. With `scores`, every 30 ms step also prints `{"ms":…,"scores":{"<phrase>":…}}`.
+    /// `say`. With `scores`, every 80 ms step also prints `{"ms":…,"scores":{"<phrase>":…}}`.
     /// Phrases default to the gateway's defaults; phrases without a model are reported on
     /// stderr with the command that trains them, and if none has a model it throws.
     ///
     /// - Parameters:
-    ///   - input: a 16-bit PCM WAV, any rate, mono or stereo (resampled to 16 kHz mono).
+    ///   - input: a 16-bit PCM WAV, 8–192 kHz, mono or stereo (downmixed and resampled to 16 kHz
+    ///     mono as it is read, block by block).
     ///   - sensitivity: 0…1; 0.5 uses each model's trained threshold.
     /// - Returns: the exit status (0).
     public static func detect(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
@@ -38,7 +39,24 @@ public enum WakeCommand {
         guard !models.isEmpty else { throw WakeWordError.noModels(missing) }
         for m in missing { FileHandle.standardError.write(Data("clawvoice: \(m)\n".utf8)) }
 
-        let samples = try readVoice(input)
+        // Streamed: the header is checked before any audio is read, then blocks of ~0.3 s are
+        // downmixed, resampled and fed, so a long file costs one block of memory.
+        let reader: WAVStreamReader
+        do { reader = try WAVStreamReader(path: input, rates: Self.inputRates) } catch {
+            let why: String
+            switch error {
+            case .empty: why = "the file is empty"
+            case .unsupported(let what): why = what
+            case .corrupt(_, let reason): why = reason
+            case .headerless(let label): why = "headerless audio (\(label))"
+            }
+            throw InputError(description: "cannot use \(input): \(why)")
+        }
+        let rate = reader.format.sampleRateHz, channels = reader.format.channels
+        let resampler: Resampler?
+        do { resampler = rate == 16_000 ? nil : try Resampler(from: rate, to: 16_000, channels: 1) } catch {
+            throw InputError(description: "cannot use \(input): \(error)")
+        }
         let detector = WakeDetector(models: models, sensitivity: sensitivity)
         let names = models.map { jsonString($0.phrase) }
         let onScores: ((WakeDetector.StepScores) -> Void)? = scores ? { step in
@@ -49,19 +67,26 @@ public enum WakeCommand {
             }
             say(line + "}}")
         } : nil
-        // Fed in 20 ms chunks, as the capture would, so the file path is the streaming path.
-        let chunk = 320
-        var offset = 0
-        while offset < samples.count {
-            let end = min(offset + chunk, samples.count)
-            let found = samples.withUnsafeBufferPointer { buf in
-                detector.process(UnsafeBufferPointer(rebasing: buf[offset..<end]), onScores: onScores)
+        func feed(_ voice: [Int16]) {
+            // In 20 ms pieces, as the capture delivers them, so the file path is the streaming path.
+            voice.withUnsafeBufferPointer { buf in
+                var offset = 0
+                while offset < buf.count {
+                    let end = min(offset + 320, buf.count)
+                    for d in detector.process(UnsafeBufferPointer(rebasing: buf[offset..<end]), onScores: onScores) { say(detectionLine(d)) }
+                    offset = end
+                }
             }
-            for d in found {
-                say(detectionLine(d))
-            }
-            offset = end
         }
+        while true {
+            let block = reader.next(frames: max(rate / 3, 1))
+            if block.isEmpty { break }
+            let mono = channels == 1 ? block : stride(from: 0, to: block.count - 1, by: 2).map {
+                Int16((Int32(block[$0]) + Int32(block[$0 + 1])) / 2)
+            }
+            feed(resampler?.process(mono) ?? mono)
+        }
+        if let resampler { feed(resampler.flush()) }
         for d in detector.finish() {
             say(detectionLine(d))
         }
@@ -107,6 +132,8 @@ public enum WakeCommand {
         var lastLine = 0
         let limitMs = seconds.map { Int($0 * 1000) }
         for await frame in capture.frames {
+            // Audio on either side of a capture gap was never continuous: start a fresh stream.
+            if frame.followsGap { detector.reset() }
             let found = try detector.process(frame.pcm) { step in
                 for i in 0..<peak.count { peak[i] = max(peak[i], step.scores[i]) }
             }
@@ -127,18 +154,9 @@ public enum WakeCommand {
         throw InputError(description: "the microphone stopped (\(capture.status))")
     }
 
-    /// The WAV at `path` as 16 kHz mono samples.
-    static func readVoice(_ path: String) throws -> [Int16] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw InputError(description: "cannot read \(path): no such file or not readable")
-        }
-        do {
-            let pcm = try WAVFile.decode([UInt8](data)).mono()
-            return try Resampler.convert(pcm, toRateHz: 16_000).samples
-        } catch {
-            throw InputError(description: "cannot use \(path): \(error)")
-        }
-    }
+    /// Sample rates `wake detect` reads; anything else is refused with one line before any audio
+    /// is read (a header claiming 1 Hz would otherwise mean a huge resampling job).
+    public static let inputRates = 8_000...192_000
 
     /// A string as JSON, quotes and escapes included.
     static func jsonString(_ s: String) -> String { JSONValue.string(s).description }

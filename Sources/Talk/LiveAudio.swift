@@ -86,7 +86,7 @@ public final class LiveAudio: Sendable {
                 log.log(.info, "audio", "capturing from \(source ?? "the default source")")
                 // The frame stream does not end by itself on cancellation: stop the capture then.
                 await withTaskCancellationHandler {
-                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.receivedAt) }
+                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.receivedAt, followsGap: frame.followsGap) }
                 } onCancel: {
                     capture.stop()
                 }

@@ -81,7 +81,7 @@ public actor TalkController {
     enum Item: Sendable {
         case input(TalkMachine.Input)
         case command(TalkMachine.Command, session: String?, CheckedContinuation<TalkMachine.Answer, Never>)
-        case frame(PCMBuffer, at: ContinuousClock.Instant)
+        case frame(PCMBuffer, at: ContinuousClock.Instant, followsGap: Bool)
         case event(EventFrame)
         /// Runs on the loop, between two items.
         case call(@Sendable (TalkController) async -> Void)
@@ -209,7 +209,9 @@ public actor TalkController {
             nextToken += 1
             answers[nextToken] = cont
             await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
-        case .frame(let raw, let at):
+        case .frame(let raw, let at, let gap):
+            // A capture gap: the detector starts a fresh stream with the next frame it hears.
+            if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
             await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
         case .event(let event):
             await gatewayEvent(event)
@@ -248,6 +250,8 @@ public actor TalkController {
         return out
     }
     private var cleanedFrames = 0
+    /// Whether the wake detector heard the previous frame.
+    private var wakeHeardLast = false
 
     /// The operator session's state as the channel sees it now, fed to the machine when it
     /// differs (the daemon also posts every change; tools and tests may not).
@@ -298,6 +302,7 @@ public actor TalkController {
         case .openCapture(let id, let sessionKey, let leading):
             await openCapture(id, sessionKey: sessionKey, leading: leading)
         case .appendFrame(let id, let frame):
+            wakeHeardLast = false
             guard var io = captures[id] else { break }
             if io.firstFrameAt == nil { io.firstFrameAt = .now }
             io.pcm += frame.samples
@@ -334,7 +339,10 @@ public actor TalkController {
         case .listen(let frame, let listensForWake):
             preRoll.append(frame)
             guard let w = wake, w.config.enabled else { break }
-            guard listensForWake else { w.lookback.append(frame); break }
+            guard listensForWake else { w.lookback.append(frame); wakeHeardLast = false; break }
+            // Frames it did not hear (push-to-talk, speech, debounce) are a gap to the detector.
+            if !wakeHeardLast { w.detector?.reset() }
+            wakeHeardLast = true
             guard let d = w.feed(frame) else { break }
             w.detections += 1
             w.lastPhrase = d.phrase
@@ -551,7 +559,10 @@ extension TalkController {
     }
 
     /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
-    public nonisolated func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now) { send(.frame(frame, at: at)) }
+    /// `followsGap`: the capture lost audio before this frame (the sound server came back).
+    public nonisolated func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now, followsGap: Bool = false) {
+        send(.frame(frame, at: at, followsGap: followsGap))
+    }
     public nonisolated func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
     /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.
     public nonisolated func handle(_ event: EventFrame) { send(.event(event)) }

@@ -177,8 +177,14 @@ final class WakeListener {
     /// The session a wake by `phrase` goes to, if routed.
     func session(for phrase: String) -> String? { routing[Self.normalize(phrase)] }
 
-    /// Feeds one frame; returns a detection, if this frame completed one.
-    func feed(_ frame: PCMBuffer) -> WakeDetection? {
+    /// Feeds one frame; returns a detection, if this frame completed one. `followsGap`: the
+    /// capture lost audio before this frame (CapturedFrame.followsGap), so the detector starts
+    /// a fresh stream rather than join sound that was never continuous.
+    func feed(_ frame: PCMBuffer, followsGap: Bool = false) -> WakeDetection? {
+        if followsGap {
+            detector?.reset()
+            lookback.removeAll()
+        }
         lookback.append(frame)
         guard let detector else { return nil }
         return detector.process(frame.samples).first

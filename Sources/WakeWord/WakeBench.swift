@@ -1,7 +1,8 @@
 // WakeBench: what always-on wake detection costs, as CPU seconds per second of audio for the
-// whole pipeline (features once, every model on every step), measured on this thread.
+// whole pipeline (the embedding front end once, every head on every 80 ms step), measured on this thread.
 
 import Audio
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -38,6 +39,18 @@ public enum WakeBench {
         let cpu = threadCPUSeconds() - start
         _ = wakes
         return (Double(fed) / 16_000, cpu)
+    }
+
+    /// The bench audio, `secondsOfAudio` of it as one 16 kHz mono WAV (for running the same
+    /// audio through another detector, e.g. pyopen-wakeword in models/training/bench_oww.py).
+    public static func writeBenchAudio(to path: String, secondsOfAudio: Double) throws {
+        let clip = try benchAudio()
+        let total = Int(secondsOfAudio * 16_000)
+        let samples = (0..<total).map { clip[$0 % clip.count] }
+        let wav = WAVFile.encode(PCMBuffer(format: .voice, samples: samples))
+        guard FileManager.default.createFile(atPath: path, contents: Data(wav)) else {
+            throw WakeWordError.unreadable(path: path, reason: "cannot write the bench audio")
+        }
     }
 
     /// About 30 s of ordinary speech with low-level noise, 16 kHz.

@@ -1,6 +1,8 @@
-// WakeDetector: several trigger models over one audio stream. Shares one feature extractor,
-// turns per-model scores into wake events with per-model thresholds, a global sensitivity and
-// a refractory period. Time is the stream position (milliseconds of audio fed), never a clock.
+// WakeDetector: several trigger models over one audio stream. Shares one speech-embedding front
+// end (per distinct front-end file; all shipped models share one), runs each trigger's head
+// every 80 ms, and turns the scores into wake events with per-model thresholds, a global
+// sensitivity and a refractory period. Time is the stream position (milliseconds of audio fed),
+// never a clock. A stream starts after silence, as in training, so a trigger at 0 ms is heard.
 
 import Audio
 
@@ -64,23 +66,25 @@ public final class WakeDetector {
     }
     public private(set) var thresholds: [Float]
     public var refractory: WakeRefractory
-    /// No wake in the first this-many milliseconds of a stream: the models were never scored on
-    /// their first 0.5 s (a history of zeros, not of audio), so their output there means nothing.
-    public var warmupMilliseconds = 500
+    /// No wake in the first this-many milliseconds of a stream. 0: the heads were trained on
+    /// stream starts (silence before the first sample), so a trigger at 0 ms may wake.
+    public var warmupMilliseconds = 0
     /// After the first model crosses its threshold, how long the others may still bid before
     /// the wake is decided (stamped at the first crossing). Several triggers share sounds
     /// ("openclaw" and "claude"), and the one that crosses first is not always the one said.
-    public var decisionMilliseconds = 90
+    public var decisionMilliseconds = 80
 
-    private let features: LogMelFeatures
-    private let runners: [WakeInference]
+    private let frontEnds: [EmbeddingFrontEnd]
+    /// Per model: index into frontEnds.
+    private let frontEndOf: [Int]
+    private let heads: [WakeHead]
     private var scoreBuffer: [Float]
     private var thresholdLogits: [Float]
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
 
     /// - Parameters:
-    ///   - models: one per trigger phrase; they must share the stride (all shipped ones do).
+    ///   - models: one per trigger phrase; models naming the same front end share one.
     ///   - sensitivity: 0…1, 0.5 = each model's trained threshold.
     ///   - refractoryMilliseconds: quiet period after a wake, 2000 by default.
     public init(models: [WakeModel], sensitivity: Double = 0.5, refractoryMilliseconds: Int = 2000) {
@@ -88,8 +92,19 @@ public final class WakeDetector {
         self.sensitivity = sensitivity
         thresholds = Self.thresholds(models, sensitivity)
         refractory = WakeRefractory(periodMilliseconds: refractoryMilliseconds)
-        features = LogMelFeatures()
-        runners = models.map { WakeInference(model: $0) }
+        var ends: [EmbeddingFrontEnd] = []
+        var of: [Int] = []
+        for m in models {
+            if let i = ends.firstIndex(where: { $0.weights === m.frontEnd }) {
+                of.append(i)
+            } else {
+                ends.append(EmbeddingFrontEnd(weights: m.frontEnd))
+                of.append(ends.count - 1)
+            }
+        }
+        frontEnds = ends
+        frontEndOf = of
+        heads = models.map { WakeHead(model: $0) }
         scoreBuffer = [Float](repeating: 0, count: models.count)
         thresholdLogits = thresholds.map(Self.logit)
     }
@@ -108,18 +123,17 @@ public final class WakeDetector {
         }
     }
 
-    /// Milliseconds of audio fed so far (whole frames).
-    public var positionMilliseconds: Int { frameEndMilliseconds(features.framesEmitted - 1) }
+    /// Milliseconds of audio fed so far (whole 80 ms steps).
+    public var positionMilliseconds: Int { (frontEnds.first?.chunks ?? 0) * Self.stepMilliseconds }
 
-    private func frameEndMilliseconds(_ frame: Int) -> Int {
-        let c = features.configuration
-        return (frame * c.hopSamples + c.windowSamples) * 1000 / c.sampleRateHz
-    }
+    /// One score per model every this-many milliseconds of audio.
+    public static let stepMilliseconds = EmbeddingFrontEnd.chunkSamples * 1000 / 16_000
 
-    /// Back to the start of a stream: features, histories and the refractory period.
+    /// Back to the start of a stream: front ends, histories and the refractory period. Call it
+    /// when the audio is not continuous (a capture gap): the front end would otherwise join two
+    /// stretches of sound that were never next to each other.
     public func reset() {
-        features.reset()
-        for r in runners { r.reset() }
+        for f in frontEnds { f.reset() }
         refractory.reset()
         pending = nil
     }
@@ -128,34 +142,41 @@ public final class WakeDetector {
     /// every step's scores.
     public func process(_ samples: UnsafeBufferPointer<Int16>, onScores: ((StepScores) -> Void)? = nil) -> [WakeDetection] {
         var found: [WakeDetection] = []
-        features.process(samples) { frame in
+        guard let lead = frontEnds.first else { return found }
+        var i = 0
+        while i < samples.count {
+            // Every front end is on the same chunk boundary; feed up to it.
+            let n = min(lead.remainingInChunk, samples.count - i)
             var stepped = false
-            for (i, r) in runners.enumerated() {
-                if let logit = r.push(frame) {
-                    scoreBuffer[i] = wakeScore(logit: logit)
-                    stepped = true
-                }
-            }
-            guard stepped else { return }
-            let ms = frameEndMilliseconds(features.framesEmitted - 1)
-            onScores?(StepScores(ms: ms, scores: scoreBuffer))
-            if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
-            // Of the models over their threshold on this step, the one furthest over (in logits) bids.
-            var best = -1
-            var bestMargin: Float = 0
-            for i in 0..<runners.count where scoreBuffer[i] >= thresholds[i] {
-                let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
-                if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
-            }
-            guard best >= 0, ms >= warmupMilliseconds else { return }
-            if let p = pending {
-                if bestMargin > p.margin { pending = (p.ms, best, bestMargin, scoreBuffer[best]) }
-            } else if refractory.lastMilliseconds.map({ ms - $0 >= refractory.periodMilliseconds }) ?? true {
-                pending = (ms, best, bestMargin, scoreBuffer[best])
-                if decisionMilliseconds <= 0, let d = decide() { found.append(d) }
-            }
+            for f in frontEnds { stepped = f.append(UnsafeBufferPointer(rebasing: samples[i..<i + n])) }
+            i += n
+            if stepped { step(&found, onScores) }
         }
         return found
+    }
+
+    private func step(_ found: inout [WakeDetection], _ onScores: ((StepScores) -> Void)?) {
+        for (i, h) in heads.enumerated() {
+            let logit = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h.logit(history: $0) }
+            scoreBuffer[i] = wakeScore(logit: logit)
+        }
+        let ms = positionMilliseconds
+        onScores?(StepScores(ms: ms, scores: scoreBuffer))
+        if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
+        // Of the models over their threshold on this step, the one furthest over (in logits) bids.
+        var best = -1
+        var bestMargin: Float = 0
+        for i in 0..<heads.count where scoreBuffer[i] >= thresholds[i] {
+            let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
+            if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
+        }
+        guard best >= 0, ms >= warmupMilliseconds else { return }
+        if let p = pending {
+            if bestMargin > p.margin { pending = (p.ms, best, bestMargin, scoreBuffer[best]) }
+        } else if refractory.lastMilliseconds.map({ ms - $0 >= refractory.periodMilliseconds }) ?? true {
+            pending = (ms, best, bestMargin, scoreBuffer[best])
+            if decisionMilliseconds <= 0, let d = decide() { found.append(d) }
+        }
     }
 
     /// Ends the stream: a wake still being decided is decided now.
@@ -182,6 +203,9 @@ public final class WakeDetector {
         samples.withUnsafeBufferPointer { process($0, onScores: onScores) }
     }
 }
+
+/// The sigmoid of a head's logit, the score thresholds apply to.
+func wakeScore(logit: Float) -> Float { 1 / (1 + exp(-logit)) }
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 // clawvoice-bench: speed figures for the audio pipeline, each beside a baseline measured in
 // the same process (these machines are shared and noisy; ratios travel, milliseconds less so).
 //
-//   swift run -c release clawvoice-bench [--json] [--rounds N]
+//   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only]
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -36,6 +36,14 @@ struct Figure: Codable {
     var detail: String
 }
 var figures: [Figure] = []
+
+// `--wake-only`: just the wake figure (used by models/README.md's measurement).
+if args.contains("--wake-only") {
+    for f in wakeFigures() {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    exit(0)
+}
 
 // MARK: 1. Opus framing: our uplink pipeline (libopus packets muxed into Ogg pages, 20 ms frames
 // in, ~100 ms pages out) vs a bare opus_encode loop over the same audio.
@@ -248,16 +256,7 @@ if let o = try? await OutboxBench.measure(turns: 40) {
                           detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
 }
 
-// Wake words: CPU for all three triggers together, as a fraction of one core.
-let modelsDir = WakeModelCatalog.defaultDirectory()
-let available = WakeModelCatalog.defaultPhrases.filter { (try? WakeModelCatalog(directory: modelsDir).load([$0]).models.isEmpty) == false }
-if !available.isEmpty, let (seconds, cpu) = try? WakeBench.measure(modelsDirectory: modelsDir, phrases: available, secondsOfAudio: 300) {
-    let perModel = 100 * cpu / seconds / Double(available.count)
-    figures.append(Figure(name: "wake_cpu_three_triggers", value: perModel * 3, unit: "% of a core", baseline: 1, ratio: perModel * 3,
-                          detail: "\(Int(seconds)) s of audio through features + \(available.joined(separator: ", ")) (\(available.count) model\(available.count == 1 ? "" : "s") measured, scaled to three; goal < 1 % of a core)"))
-} else {
-    note("wake bench skipped: models missing under \(modelsDir)")
-}
+figures += wakeFigures()
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {

@@ -20,7 +20,10 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wake-cat-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let (m, data) = WakeModelTests.tinyManifest()
+        let (m, data) = WakeModelTests.tinyManifest(sha: try WakeModelTests.frontEnd().manifest.weightsSHA256)
+        for f in ["frontend.json", "frontend.bin"] {
+            try FileManager.default.copyItem(atPath: Fixtures.modelsDirectory + "/" + f, toPath: dir + "/" + f)
+        }
         var manifest = m
         manifest.phrase = "openclaw"
         manifest.weights = "openclaw.bin"

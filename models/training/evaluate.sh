@@ -10,6 +10,7 @@ bin="${1:-$repo/.build/release/clawvoice}"
 venv="$here/.venv"
 if [ ! -f "$venv/.ready" ]; then
   python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check wheel
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
   touch "$venv/.ready"
 fi

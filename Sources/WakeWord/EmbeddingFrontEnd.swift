@@ -1,0 +1,257 @@
+// EmbeddingFrontEnd: 16 kHz audio → one 96-value speech embedding every 80 ms, shared by every
+// trigger's head. The same arithmetic as models/training/frontend.py (checked against the
+// TFLite originals there and against golden vectors in the tests):
+//   per 1280-sample chunk, 8 mel frames (512-point DFT of a 400-sample Hann, hop 160) over the
+//   chunk and the 480 samples before it; dB floored 80 dB under the chunk's loudest; /10 + 2;
+//   then the embedding network over the last 76 frames.
+// The network is convolutional in time and its pools divide the 8-frame step exactly, so each
+// layer keeps its output for the whole window and computes only the rows the new chunk changes
+// (8 of 74 at the first layers): a tenth of the work of running the window afresh, same result.
+
+import COpenBLAS
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One owner (not `Sendable`); no allocation per chunk.
+final class EmbeddingFrontEnd {
+    static let chunkSamples = 1280
+    static let context = 480
+    static let framesPerChunk = 8
+    static let windowFrames = 76
+    static let mels = 32
+    /// Embeddings kept for the heads (each head reads the last `windowEmbeddings` of them).
+    static let historyLength = 16
+
+    let weights: FrontEndWeights
+    var embeddingSize: Int { weights.manifest.embeddingSize }
+    /// Chunks (80 ms) completed since the stream started.
+    private(set) var chunks = 0
+
+    private struct Geometry {
+        var inRows: Int, inMels: Int, inChannels: Int
+        var rows: Int, mels: Int, channels: Int
+        /// Rows of output a new chunk changes.
+        var step: Int
+    }
+
+    private let fft = RealFFT(size: 512)
+    private var audio: [Float]
+    private var filled = 0
+    private var frame = [Double](repeating: 0, count: 512)
+    private var power = [Double](repeating: 0, count: 257)
+    private var chunkDb = [Double](repeating: 0, count: 8 * 32)
+    private let geometry: [Geometry]
+    /// buffers[0]: the 76 × 32 mel window; buffers[i + 1]: layer i's output (rows × mels × channels).
+    private let buffers: [UnsafeMutablePointer<Float>]
+    private let bufferSizes: [Int]
+    private let patches: UnsafeMutablePointer<Float>
+    private(set) var history: [Float]
+    private let slope: Float, floor: Float, topDb: Double, melScale: Double, melOffset: Double
+
+    init(weights: FrontEndWeights) {
+        self.weights = weights
+        let m = weights.manifest
+        slope = Float(m.leakyReluSlope)
+        floor = Float(m.activationFloor)
+        topDb = m.topDb
+        melScale = m.melScale
+        melOffset = m.melOffset
+        audio = [Float](repeating: 0, count: Self.context + Self.chunkSamples)
+        var geo: [Geometry] = []
+        var (t, f, c, s) = (Self.windowFrames, Self.mels, 1, Self.framesPerChunk)
+        var patchMax = 0
+        for layer in weights.layers {
+            switch layer {
+            case .conv(let conv, let padMel, _):
+                let rows = t - conv.kh + 1, mels = padMel ? f : f - conv.kw + 1
+                geo.append(Geometry(inRows: t, inMels: f, inChannels: c, rows: rows, mels: mels, channels: conv.out, step: min(s, rows)))
+                patchMax = max(patchMax, rows * mels * conv.kh * conv.kw * c)
+                (t, f, c, s) = (rows, mels, conv.out, min(s, rows))
+            case .pool(let time):
+                geo.append(Geometry(inRows: t, inMels: f, inChannels: c, rows: t / time, mels: f / 2, channels: c, step: max(s / time, 1)))
+                (t, f, s) = (t / time, f / 2, max(s / time, 1))
+            }
+        }
+        geometry = geo
+        bufferSizes = [Self.windowFrames * Self.mels] + geo.map { $0.rows * $0.mels * $0.channels }
+        buffers = bufferSizes.map { n in
+            let p = UnsafeMutablePointer<Float>.allocate(capacity: n)
+            p.initialize(repeating: 0, count: n)
+            return p
+        }
+        patches = UnsafeMutablePointer<Float>.allocate(capacity: patchMax)
+        patches.initialize(repeating: 0, count: patchMax)
+        history = [Float](repeating: 0, count: Self.historyLength * m.embeddingSize)
+        // One thread: the products are small and the node is one of several processes.
+        openblas_set_num_threads(1)
+        reset()
+    }
+
+    deinit {
+        for b in buffers { b.deallocate() }
+        patches.deallocate()
+    }
+
+    /// The newest embedding.
+    private var embedding: UnsafeMutablePointer<Float> { buffers[buffers.count - 1] }
+
+    /// Back to the start of a stream: silence before it, as in training.
+    func reset() {
+        for i in audio.indices { audio[i] = 0 }
+        filled = 0
+        chunks = 0
+        // The mel frames of digital silence: 1e-10 floor, 10·log10 → −100 dB, /10 + 2.
+        let silent = Float(-100 * melScale + melOffset)
+        buffers[0].update(repeating: silent, count: bufferSizes[0])
+        runNetwork(full: true)
+        let e = embeddingSize
+        for k in 0..<Self.historyLength { for j in 0..<e { history[k * e + j] = embedding[j] } }
+    }
+
+    /// Samples still needed to complete the current chunk.
+    var remainingInChunk: Int { Self.chunkSamples - filled }
+
+    /// Appends at most `remainingInChunk` samples; true when they completed a chunk (the
+    /// history then holds its embedding last).
+    func append(_ samples: UnsafeBufferPointer<Int16>) -> Bool {
+        precondition(samples.count <= remainingInChunk)
+        for k in 0..<samples.count { audio[Self.context + filled + k] = Float(samples[k]) }
+        filled += samples.count
+        guard filled == Self.chunkSamples else { return false }
+        step()
+        return true
+    }
+
+    /// Feeds 16 kHz samples; after each completed chunk calls `onStep` with the embedding
+    /// history (historyLength × embeddingSize, oldest first).
+    func process(_ samples: UnsafeBufferPointer<Int16>, onStep: (UnsafeBufferPointer<Float>) -> Void) {
+        var i = 0
+        while i < samples.count {
+            let n = min(Self.chunkSamples - filled, samples.count - i)
+            for k in 0..<n { audio[Self.context + filled + k] = Float(samples[i + k]) }
+            filled += n
+            i += n
+            if filled == Self.chunkSamples {
+                step()
+                history.withUnsafeBufferPointer { onStep($0) }
+            }
+        }
+    }
+
+    private func step() {
+        computeMels()
+        // Keep the last 480 samples as the next chunk's context.
+        audio.withUnsafeMutableBufferPointer { a in
+            _ = memmove(a.baseAddress!, a.baseAddress! + Self.chunkSamples, Self.context * MemoryLayout<Float>.size)
+        }
+        filled = 0
+        runNetwork(full: false)
+        let e = embeddingSize
+        history.withUnsafeMutableBufferPointer { h in
+            _ = memmove(h.baseAddress!, h.baseAddress! + e, (Self.historyLength - 1) * e * MemoryLayout<Float>.size)
+            (h.baseAddress! + (Self.historyLength - 1) * e).update(from: embedding, count: e)
+        }
+        chunks += 1
+    }
+
+    private func computeMels() {
+        let mel = weights.melMatrix, window = weights.window
+        var loudest = -Double.infinity
+        for f in 0..<Self.framesPerChunk {
+            for n in 0..<512 { frame[n] = Double(audio[f * 160 + n]) * Double(window[n]) }
+            frame.withUnsafeBufferPointer { input in
+                power.withUnsafeMutableBufferPointer { fft.powerSpectrum(input, into: $0) }
+            }
+            for b in 0..<Self.mels {
+                var s = 0.0
+                for k in 0..<257 { s += power[k] * Double(mel[k * Self.mels + b]) }
+                let db = 10 * log10(max(s, 1e-10))
+                chunkDb[f * Self.mels + b] = db
+                loudest = max(loudest, db)
+            }
+        }
+        let n = Self.framesPerChunk * Self.mels
+        let w = buffers[0], count = bufferSizes[0]
+        _ = memmove(w, w + n, (count - n) * MemoryLayout<Float>.size)
+        for i in 0..<n {
+            w[count - n + i] = Float(max(chunkDb[i], loudest - topDb) * melScale + melOffset)
+        }
+    }
+
+    /// Runs every layer: all rows (`full`) or only the rows the newest chunk changed.
+    private func runNetwork(full: Bool) {
+        for (li, layer) in weights.layers.enumerated() {
+            let g = geometry[li]
+            let n = full ? g.rows : g.step
+            let rowSize = g.mels * g.channels
+            let out = buffers[li + 1], input = buffers[li]
+            if !full, g.rows > n {
+                _ = memmove(out, out + n * rowSize, (g.rows - n) * rowSize * MemoryLayout<Float>.size)
+            }
+            let write = out + (g.rows - n) * rowSize
+            switch layer {
+            case .conv(let conv, let padMel, let activate):
+                convolve(conv, padMel: padMel, activate: activate, g: g, firstRow: g.rows - n, rows: n, input: input, output: write)
+            case .pool(let time):
+                for r in (g.rows - n)..<g.rows {
+                    for f in 0..<g.mels {
+                        for c in 0..<g.channels {
+                            var m = -Float.infinity
+                            for a in 0..<time {
+                                for b in 0..<2 {
+                                    m = max(m, input[((r * time + a) * g.inMels + 2 * f + b) * g.inChannels + c])
+                                }
+                            }
+                            write[((r - (g.rows - n)) * g.mels + f) * g.channels + c] = m
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func convolve(_ conv: FrontEndWeights.Conv, padMel: Bool, activate: Bool, g: Geometry, firstRow: Int, rows: Int,
+                          input: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>) {
+        let k = conv.kh * conv.kw * g.inChannels
+        let pad = padMel ? 1 : 0
+        let m = rows * g.mels
+        do {
+            let p = patches
+            // im2col: one row per (output row, mel), taps (kh, kw, in) in the weights' order.
+            for r in 0..<rows {
+                for f in 0..<g.mels {
+                    let base = (r * g.mels + f) * k
+                    for i in 0..<conv.kh {
+                        let src = firstRow + r + i
+                        for j in 0..<conv.kw {
+                            let ff = f + j - pad
+                            let dst = base + (i * conv.kw + j) * g.inChannels
+                            if ff < 0 || ff >= g.inMels {
+                                for c in 0..<g.inChannels { p[dst + c] = 0 }
+                            } else {
+                                let s = (src * g.inMels + ff) * g.inChannels
+                                for c in 0..<g.inChannels { p[dst + c] = input[s + c] }
+                            }
+                        }
+                    }
+                }
+            }
+            conv.weight.withUnsafeBufferPointer { w in
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int32(m), Int32(conv.out), Int32(k),
+                            1, p, Int32(k), w.baseAddress, Int32(k), 0, output, Int32(conv.out))
+            }
+        }
+        let slope = self.slope, floor = self.floor
+        for r in 0..<m {
+            for c in 0..<conv.out {
+                var v = output[r * conv.out + c] + conv.bias[c]
+                if activate { v = Swift.max(v >= 0 ? v : v * slope, floor) }
+                output[r * conv.out + c] = v
+            }
+        }
+    }
+}
