@@ -13,12 +13,25 @@ SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
 FUZZ_SECONDS ?= 30
 
-.PHONY: build deps test demo peer-test fuzz release clean help soak bench
+.PHONY: build deps test demo peer-test fuzz release clean help soak bench install uninstall install-test
+
+# make install: PREFIX defaults to ~/.local (sudo make install PREFIX=/usr/local works too).
+# INSTALL_BUILD=debug installs the debug build instead (the install test uses it, to skip a release build).
+PREFIX ?= $(HOME)/.local
+DESTDIR ?=
+INSTALL_BUILD ?= release
+BINDIR := $(PREFIX)/bin
+SHAREDIR := $(PREFIX)/share/clawvoice
+UNITDIR := $(PREFIX)/share/systemd/user
+MODEL_FILES := $(notdir $(wildcard models/*.json models/*.bin))
+INSTALLED := $(BINDIR)/clawvoice $(addprefix $(SHAREDIR)/models/,$(MODEL_FILES)) $(SHAREDIR)/config.example.json5 \
+  $(UNITDIR)/clawvoice.service
 
 help:
 	@echo "make demo    install what is missing, build, run clawvoice against a loopback gateway"
 	@echo "make test    install what is missing, build, run every test (unit, integration, peer, fuzz)"
 	@echo "make build   debug build;  make release: optimised build"
+	@echo "make install [PREFIX=~/.local]   the release binary, wake models, systemd user unit, example config; make uninstall"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
@@ -59,6 +72,7 @@ fuzz: deps
 test: deps $(PEER_VENV)/.ready
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory peer-test
+	$(MAKE) --no-print-directory install-test
 	$(MAKE) --no-print-directory fuzz
 	@eval "$$(bash tests/audio/pulse-server.sh start)"; echo "make: private PulseAudio at $$PULSE_SERVER"; \
 	set -o pipefail; swift test --skip-build --no-parallel $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
@@ -67,6 +81,30 @@ test: deps $(PEER_VENV)/.ready
 	[ $$status -eq 0 ] && { \
 	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
 	  echo "swift-test: $${n:-0} passed, 0 failed"; }
+
+# The binary finds its models in ../share/clawvoice/models from its own real path; the unit
+# runs the installed binary. `clawvoice service install` then enables it.
+install: deps
+	swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS)
+	@bin="$$(swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS) --show-bin-path)/clawvoice"; set -e; \
+	install -D -m 0755 "$$bin" "$(DESTDIR)$(BINDIR)/clawvoice"; \
+	install -d -m 0755 "$(DESTDIR)$(SHAREDIR)/models" "$(DESTDIR)$(UNITDIR)"; \
+	install -m 0644 models/*.json models/*.bin "$(DESTDIR)$(SHAREDIR)/models/"; \
+	install -m 0644 config/clawvoice.json5 "$(DESTDIR)$(SHAREDIR)/config.example.json5"; \
+	sed 's|^ExecStart=%h/.local/bin/clawvoice |ExecStart=$(BINDIR)/clawvoice |' config/clawvoice.service > "$(DESTDIR)$(UNITDIR)/clawvoice.service"; \
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/clawvoice.service"; \
+	echo "installed $(BINDIR)/clawvoice, models in $(SHAREDIR)/models, $(UNITDIR)/clawvoice.service"; \
+	echo "next: clawvoice pair <setup-code>, then clawvoice service install"
+
+uninstall:
+	@for f in $(addprefix $(DESTDIR),$(INSTALLED)); do [ -e "$$f" ] && rm -f "$$f" && echo "removed $$f"; done; \
+	for d in "$(DESTDIR)$(SHAREDIR)/models" "$(DESTDIR)$(SHAREDIR)" "$(DESTDIR)$(UNITDIR)"; do rmdir "$$d" 2>/dev/null; done; \
+	echo "state ($${XDG_STATE_HOME:-~/.local/state}/clawvoice) and config are kept; clawvoice service uninstall first if it was enabled"; true
+
+# make install into a temp PREFIX: layout, the installed binary finds its models, systemd-analyze
+# verify accepts the unit, make uninstall leaves nothing.
+install-test: build
+	bash tests/install/install-test.sh
 
 bench: deps
 	swift run -c release $(SWIFT_FLAGS) clawvoice-bench

@@ -117,6 +117,7 @@ public enum CLI {
         OutboxCommand.sendCommand,
         OutboxCommand.outboxCommand,
         ListenCommand.command,
+        ServiceCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -346,6 +347,8 @@ public enum CLI {
             return 0
         case "gateways":
             return try gateways(p, paths: paths)
+        case "service":
+            return try ServiceCommand.run(p, paths: paths, environment: environment, say: { say($0) })
         case "outbox":
             return try OutboxCommand.run(p, config: config, paths: paths, say: { say($0) })
         case "send":
