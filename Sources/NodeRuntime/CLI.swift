@@ -118,6 +118,7 @@ public enum CLI {
         OutboxCommand.outboxCommand,
         ListenCommand.command,
         ServiceCommand.command,
+        DoctorCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -347,6 +348,8 @@ public enum CLI {
             return 0
         case "gateways":
             return try gateways(p, paths: paths)
+        case "doctor":
+            return try await DoctorCommand.run(p, config: config, paths: paths, environment: environment, say: { say($0) })
         case "service":
             return try ServiceCommand.run(p, paths: paths, environment: environment, say: { say($0) })
         case "outbox":
