@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "WebSocketTransport"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "WebSocketTransport", "Buttons", "Talk", "GatewayClient"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),

@@ -68,6 +68,30 @@ public enum CLI {
                   once     capture until you stop talking (or 12 s), then send it
                 Status is one of queued, empty, idle, cancelled, busy, not_queued.
                 """, flags: ["--json": false], maxPositionals: 1),
+        Command(name: "stop", abstract: "Stop speaking now, as talking over the assistant would.",
+                usage: "clawvoice stop",
+                details: """
+                The reply being spoken stops within about 50 ms and its rest is dropped; the next turn tells the
+                agent where it was cut ("Assistant speech interrupted at 2.4s."). A capture in progress goes on.
+                Also on a key: ptt.stopKey.
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "mute", abstract: "Turn the microphone and the wake word off (kept across restarts).",
+                usage: "clawvoice mute",
+                details: """
+                A capture in progress is cancelled; push-to-talk and wake words are refused (MUTED) until
+                `clawvoice unmute`. The mute sound plays (sounds.mute), `status` says "muted", and a restarted
+                daemon comes back muted. Also on a key: ptt.muteKey (each press toggles).
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "unmute", abstract: "Turn the microphone and the wake word back on.",
+                usage: "clawvoice unmute", details: "Plays the unmute sound (sounds.unmute).", flags: [:], maxPositionals: 0),
+        Command(name: "volume", abstract: "Show or set the level of clawvoice's own playback (0-150%).",
+                usage: "clawvoice volume [N | +N | -N]",
+                details: """
+                The volume of clawvoice's playback stream on PulseAudio (as pactl and pavucontrol show it), not
+                the sink's: speech, cues and the chime. The stream playing now changes at once; the level is
+                kept across restarts. 100 leaves the level to the sound server. Keys: ptt.volumeUpKey and
+                ptt.volumeDownKey (5 a press).
+                """, flags: [:], maxPositionals: 1),
         Command(name: "say", abstract: "Speak text: the gateway's talk.speak voice, or espeak-ng on this device.",
                 usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
                 details: """
@@ -371,6 +395,26 @@ public enum CLI {
                 say(line)
             }
             return 0
+        case "stop", "mute", "unmute", "volume":
+            let control: NodeControl
+            switch p.command.name {
+            case "stop": control = .stop
+            case "mute": control = .mute(true)
+            case "unmute": control = .mute(false)
+            default:
+                guard let c = NodeControl.volumeArgument(p.positionals.first) else {
+                    throw UsageError(description: "volume: give a level from 0 to 150, or +N / -N (got \(p.positionals.first ?? ""))")
+                }
+                control = c
+            }
+            let r = try ControlSocketClient.send(control.request, path: paths.controlSocket)
+            guard r["ok"]?.boolValue == true else { throw Failure(description: "\(p.command.name): \(r["error"]?.stringValue ?? "failed")") }
+            switch p.command.name {
+            case "stop": say(r["stopped"]?.boolValue == true ? "stopped speaking" : "nothing was playing")
+            case "mute", "unmute": say(r["muted"]?.boolValue == true ? "muted: microphone and wake word off (clawvoice unmute)" : "unmuted")
+            default: say("volume \(r["volume"]?.intValue ?? 0)%")
+            }
+            return 0
         case "say":
             guard let text = p.positionals.first, !text.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw UsageError(description: "say needs the text to speak (see `clawvoice say --help`)")
@@ -439,6 +483,8 @@ public enum CLI {
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
+        if r["muted"]?.boolValue == true { lines.append("  mic       muted: microphone and wake word off (clawvoice unmute)") }
+        if let v = r["volume"]?.intValue, v != 100 { lines.append("  volume    \(v)%") }
         if let capture = r["capture"]?.stringValue { lines.append("  mic       \(capture)\(r["ptt"]?.stringValue.map { $0 == "idle" ? "" : ", \($0)" } ?? "")") }
         if let button = r["button"]?.stringValue, button != "off" { lines.append("  button    \(button)") }
         lines += formatWake(r["wake"])

@@ -164,6 +164,12 @@ public final class NodeDaemon: Sendable {
                                       do { try store.setCurrentSession(gateway: gateway, key: key) } catch {
                                           log.log(.warning, "talk", "could not remember session \(key): \(error)")
                                       }
+                                  },
+                                  onMuteChange: { on in
+                                      // Kept across restarts: a muted node comes back muted.
+                                      do { try store.setSetting("muted", on ? "1" : nil) } catch {
+                                          log.log(.warning, "talk", "could not remember muted=\(on): \(error)")
+                                      }
                                   })
         self.activeName = activeGateway
         self.talk = talk
@@ -189,6 +195,11 @@ public final class NodeDaemon: Sendable {
         } else {
             button = nil
         }
+        let (controlPresses, controlSink) = AsyncStream.makeStream(of: NodeControl.self)
+        self.controlPresses = controlPresses
+        do { controlKeys = try ControlKeys.services(config.ptt) { controlSink.yield($0) } } catch {
+            throw ConfigError("ptt: \(error)")
+        }
         // The first scope, built now so `link` is there before `start` returns.
         scope.withLock { $0 = makeScope(record) }
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
@@ -198,6 +209,8 @@ public final class NodeDaemon: Sendable {
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
     private let presses: AsyncStream<PTTKeyAction>
+    private let controlPresses: AsyncStream<NodeControl>
+    let controlKeys: [PTTButtonService]
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     private func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -234,6 +247,7 @@ public final class NodeDaemon: Sendable {
         t.interruptOnSpeech = c.talk.interruptOnSpeech
         t.headset = c.audio.headset ?? false
         t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
+        t.cues = c.sounds.cues
         return t
     }
 
@@ -269,6 +283,9 @@ public final class NodeDaemon: Sendable {
             wake.chime = config.wake.chime
             await talk.enableWake(wake)
         }
+        // What `mute` and `volume` left: a muted node comes back muted (silently), at its level.
+        if (try? store.setting("muted")) == "1" { await talk.setMuted(true, announce: false) }
+        if let v = try? store.setting("volume"), let n = Int(v) { audio.playback.setVolume(percent: n) }
     }
 
     /// The services, started and cancelled together.
@@ -281,6 +298,7 @@ public final class NodeDaemon: Sendable {
             group.addTask { await self.gatewayService() }
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
             if let button { group.addTask { await self.runButton(button) } }
+            if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }
         }
     }
 
@@ -383,6 +401,43 @@ public final class NodeDaemon: Sendable {
         button.stop()
     }
 
+    /// The keys bound to stop, mute and volume: each press one control, in order.
+    private func runControlKeys() async {
+        for k in controlKeys {
+            do { try k.start() } catch { log.log(.warning, "ptt", "\(error)") }
+        }
+        for await c in controlPresses {
+            let r = await control(c)
+            log.log(.info, "ptt", "key: \(c) → \(r.description)")
+        }
+        for k in controlKeys { k.stop() }
+    }
+
+    /// Carries out one control (from the socket or a key).
+    func control(_ c: NodeControl) async -> JSONValue {
+        switch c {
+        case .stop:
+            let speaking = await talk.stopSpeaking()
+            return ["ok": true, "stopped": .bool(speaking)]
+        case .mute(let on):
+            await talk.setMuted(on)
+            return ["ok": true, "muted": .bool(talk.muted)]
+        case .toggleMute:
+            await talk.setMuted(!talk.muted)
+            return ["ok": true, "muted": .bool(talk.muted)]
+        case .volume(let set, let change):
+            if set != nil || change != nil {
+                let level = NodeControl.level(current: audio.playback.volumePercent, set: set, change: change)
+                audio.playback.setVolume(percent: level)
+                do { try store.setSetting("volume", level == 100 ? nil : String(level)) } catch {
+                    log.log(.warning, "audio", "could not remember volume \(level): \(error)")
+                }
+                log.log(.info, "audio", "volume \(level)%")
+            }
+            return ["ok": true, "volume": .number(Double(audio.playback.volumePercent))]
+        }
+    }
+
     /// The operator session's status changes, in order: losing it, or the gateway naming another
     /// main session, is a session switch; on (re)connect queued turns go out at once and the
     /// gateway's Talk settings, wake triggers and the current history are read anew.
@@ -430,6 +485,9 @@ public final class NodeDaemon: Sendable {
             return ["ok": true]
         case "ptt":
             return await ptt(request["action"]?.stringValue ?? "")
+        case "stop", "mute", "unmute", "volume":
+            guard let c = NodeControl.parse(request) else { return ["ok": false, "error": "bad control request"] }
+            return await control(c)
         case "say":
             return await say(request)
         case "audio-devices":
@@ -456,7 +514,8 @@ public final class NodeDaemon: Sendable {
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
                 "capture": .string(audio.captureStatus), "ptt": .string(talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
                 "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
-                "button": button.map { .string($0.status.description) } ?? "off", "wake": await talk.wakeStatus?.json ?? "off",
+                "button": button.map { .string($0.status.description) } ?? "off",
+                "muted": .bool(talk.muted), "volume": .number(Double(audio.playback.volumePercent)), "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
     }
 

@@ -39,6 +39,8 @@ public struct TalkConfig: Sendable, Equatable {
     public var speakerTailMs = 300
     /// A command arriving while the microphone or the operator session is still starting waits this long.
     public var partsWaitMs: Int64 = 3_000
+    /// Feedback sounds (end of listening, error, mute, unmute); none by default.
+    public var cues: [TalkCue: WakeChime] = [:]
     public init() {}
 }
 
@@ -69,6 +71,7 @@ public actor TalkController {
         var lastTiming: CaptureTiming?
         var lastSpeech: SpeechReport?
         var lastReply: ReplyStream?
+        var muted = false
     }
 
     enum Item: Sendable {
@@ -88,6 +91,8 @@ public actor TalkController {
     private let log: LogSink
     private var outbox: OutboxSender?
     private let onSessionChange: (@Sendable (String) -> Void)?
+    private let onMuteChange: (@Sendable (Bool) -> Void)?
+    private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
     private let published: Mutex<Snapshot>
@@ -118,7 +123,11 @@ public actor TalkController {
     private var jobs: [@Sendable () async -> Void] = []
 
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
-                outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil) {
+                outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil,
+                onMuteChange: (@Sendable (Bool) -> Void)? = nil) {
+        self.onMuteChange = onMuteChange
+        self.sounds = FeedbackSounds(config.cues)
+        for problem in sounds.problems { log.log(.warning, "talk", problem) }
         self.channel = channel
         self.speech = speech
         self.config = config
@@ -235,6 +244,7 @@ public actor TalkController {
             s.bargeIns = m.bargeIns
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
+            s.muted = m.muted
         }
     }
 
@@ -327,8 +337,26 @@ public actor TalkController {
             log.log(level, category, message)
         case .wakeAt(let ms):
             armTimer(ms)
+        case .mutedChanged(let on, let announce):
+            onMuteChange?(on)
+            if announce { playCue(on ? .mute : .unmute) }
+        case .clearPreRoll:
+            preRoll.removeAll()
+            wake?.lookback.removeAll()
+        case .cue(let cue):
+            playCue(cue)
         }
         return nil
+    }
+
+    /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
+    private func playCue(_ cue: TalkCue) {
+        guard let pcm = sounds.sounds[cue] else { return }
+        let speech = self.speech
+        jobs.append {
+            guard await !speech.speakerState().playing else { return }
+            _ = await speech.playCue(pcm)
+        }
     }
 
     private func armTimer(_ ms: Int64) {
@@ -543,6 +571,24 @@ extension TalkController {
         await barrier()
     }
 
+    /// `clawvoice stop`: stop speaking now, as a barge-in would. True when something was playing.
+    @discardableResult
+    public nonisolated func stopSpeaking() async -> Bool {
+        await onLoop { talk in
+            let speaking = await talk.speech.speakerState().playing
+            await talk.step(.stopSpeaking(speaking: speaking))
+            return speaking
+        }
+    }
+
+    /// `clawvoice mute|unmute`: microphone and wake word off (on). `announce`: play its sound.
+    public nonisolated func setMuted(_ on: Bool, announce: Bool = true) async {
+        send(.input(.setMuted(on, announce: announce)))
+        await barrier()
+    }
+
+    public nonisolated var muted: Bool { published.withLock { $0.muted } }
+
     /// Waits until everything posted before it has been processed.
     public nonisolated func barrier() async { await onLoop { _ in () } }
 
@@ -587,6 +633,7 @@ extension TalkController {
 
     private func apply(_ c: TalkConfig) {
         config = c
+        sounds = FeedbackSounds(c.cues)
         preRoll = PreRollBuffer(milliseconds: c.preRollMs)
         machine.replaceSettings(Self.settings(c, wake: wake?.config))
     }
