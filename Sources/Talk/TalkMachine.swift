@@ -302,6 +302,7 @@ public struct TalkMachine: Sendable {
             relayFinished(id: id, finished, nowMs: nowMs, out: &out)
         case .delivered(let id, let status, let key):
             if status == .notQueued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
+            if status == .notQueued { out.append(.cue(.error)) }
             if case .ending(let c) = phase, c.id == id {
                 if case .wake = c.kind { lastWakeSendAtMs = nowMs; out.append(.markWakeSent) }
                 // The transcript was recorded with the delivery; resolve with it.
@@ -469,6 +470,7 @@ public struct TalkMachine: Sendable {
     private mutating func end(_ c: Capture, reason: String, out: inout [Action]) {
         phase = .ending(c)
         out.append(.finishCapture(id: c.id))
+        out.append(.cue(.endOfListening))
         if reason != "stop" { out.append(.log(.info, "talk", "capture \(c.id) ends: \(reason)")) }
     }
 
@@ -599,6 +601,7 @@ public struct TalkMachine: Sendable {
             return
         }
         if let e = notReady() {
+            out.append(.cue(.error))
             out.append(.wakeOutcome("failed: \(e)"))
             out.append(.resetWake)
             out.append(.log(.warning, "wake", "no capture after \"\(phrase)\": \(e)"))
@@ -708,6 +711,7 @@ public struct TalkMachine: Sendable {
             let e = notReady() ?? .gatewayNotConnected("timed out")
             out.append(.answer(token: d.token, .failed(e)))
         }
+        if !due.isEmpty { out.append(.cue(.error)) }
         for (runId, deadline) in replies where deadline <= nowMs {
             replies.removeValue(forKey: runId)
             out.append(.closeReply(runId: runId))

@@ -76,4 +76,19 @@ import Testing
         #expect(sounds.sounds[.mute] != nil && sounds.sounds[.unmute] == nil && sounds.sounds[.endOfListening] == nil)
         #expect(sounds.sounds[.error] == FeedbackSounds.generated(.error) && sounds.problems.count == 1)
     }
+
+    func cues(_ out: [TalkMachine.Action]) -> [TalkCue] { out.compactMap { if case .cue(let c) = $0 { return c }; return nil } }
+
+    @Test func `end of listening when a capture ends, error when a turn cannot start or be queued, none on cancel`() {
+        var d = MachineDriver()
+        d.command(.start)
+        #expect(cues(d.command(.stop).actions) == [.endOfListening])
+        #expect(cues(d.feed(.relayFinished(id: "c1", transcript))).isEmpty)
+        #expect(cues(d.feed(.delivered(id: "c1", .notQueued, idempotencyKey: "turn-c1"))) == [.error])
+        d.command(.start)
+        #expect(cues(d.command(.cancel).actions).isEmpty)
+        var waiting = MachineDriver(ready: false)
+        waiting.command(.once)
+        #expect(cues(waiting.advance(3_500)) == [.error])
+    }
 }
