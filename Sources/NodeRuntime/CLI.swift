@@ -92,6 +92,22 @@ public enum CLI {
                 kept across restarts. 100 leaves the level to the sound server. Keys: ptt.volumeUpKey and
                 ptt.volumeDownKey (5 a press).
                 """, flags: [:], maxPositionals: 1),
+        Command(name: "events", abstract: "Stream the daemon's events as JSON lines (for LEDs and scripts).",
+                usage: "clawvoice events [--filter NAME,NAME]",
+                details: """
+                One line per event until Ctrl-C: {"event":"listeningStarted","ts":1764590000000,"captureId":"…","sessionKey":"…","trigger":"ptt"}.
+                Events and their fields:
+                  wake (phrase, score)   listeningStarted (captureId, sessionKey, trigger: ptt|wake)
+                  listeningStopped (captureId, reason: ended|cancelled)   turnSent (idempotencyKey, runId, sessionKey)
+                  replyStarted / replyFinished (runId, sessionKey, state)   speaking (state: started|stopped)
+                  error (message)   muted   unmuted   connected / disconnected (role, gateway, detail)
+                The config can run a command on each: events: { wake: "led on", listeningStopped: "led off" },
+                with CLAWVOICE_EVENT, CLAWVOICE_TS and each field as CLAWVOICE_<FIELD> (captureId →
+                CLAWVOICE_CAPTURE_ID) in its environment, as wyoming-satellite's --*-command flags do.
+
+                Options:
+                  --filter NAMES   only these events (comma-separated)
+                """, flags: ["--filter": true], maxPositionals: 0),
         Command(name: "say", abstract: "Speak text: the gateway's talk.speak voice, or espeak-ng on this device.",
                 usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
                 details: """
@@ -393,6 +409,18 @@ public enum CLI {
                 if let st = result["status"]?.stringValue { line += ": \(st)" }
                 if let t = result["transcript"]?.stringValue { line += " \"\(t)\"" }
                 say(line)
+            }
+            return 0
+        case "events":
+            let wanted = p.flags["--filter"].map { Set($0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }) }
+            if let w = wanted, let bad = w.first(where: { !NodeEvents.names.contains($0) }) {
+                throw UsageError(description: "events: unknown event '\(bad)' (one of \(NodeEvents.names.joined(separator: ", ")))")
+            }
+            try ControlSocketClient.stream(["cmd": "events"], path: paths.controlSocket) { line in
+                if let w = wanted, let name = (try? JSONCoding.decode(JSONValue.self, from: Data(line.utf8)))?["event"]?.stringValue,
+                   !w.contains(name) { return true }
+                say(line)
+                return true
             }
             return 0
         case "stop", "mute", "unmute", "volume":

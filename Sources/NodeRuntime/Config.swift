@@ -84,6 +84,10 @@ public struct ClawConfig: Sendable, Equatable {
         public var volumeUpKey: String? = nil
         public var volumeDownKey: String? = nil
     }
+    /// A shell command per event (`clawvoice events` names them), run with its fields in the environment.
+    public struct Events: Sendable, Equatable {
+        public var commands: [String: String] = [:]
+    }
     /// Feedback sounds: each true (generated), false (off) or a WAV/MP3/Ogg Opus file of at most 3 s.
     public struct Sounds: Sendable, Equatable {
         public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated]
@@ -114,6 +118,7 @@ public struct ClawConfig: Sendable, Equatable {
     public var talk = Talk()
     public var ptt = PTT()
     public var sounds = Sounds()
+    public var events = Events()
     public var speech = Speech()
     public var log = Log()
     public var control = Control()
@@ -153,6 +158,7 @@ extension ClawConfig {
                  "speakNotifications": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
+        "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
         "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
@@ -274,6 +280,8 @@ extension ClawConfig {
                 c.ptt.muteKey = s("muteKey")
                 c.ptt.volumeUpKey = s("volumeUpKey")
                 c.ptt.volumeDownKey = s("volumeDownKey")
+            case "events":
+                for name in NodeEvents.names { if let cmd = s(name), !cmd.isEmpty { c.events.commands[name] = cmd } }
             case "sounds":
                 for cue in TalkCue.allCases {
                     if let b = fields[cue.rawValue]?.boolValue { c.sounds.cues[cue] = b ? .generated : .off }

@@ -41,14 +41,18 @@ private func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_
 /// Serves the control socket on its own thread; each request is answered by `handler`.
 public final class ControlSocketServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) async -> JSONValue
+    /// A request answered by a stream of lines (`events`) instead of one response; nil: not a stream.
+    public typealias Streamer = @Sendable (JSONValue) -> (lines: AsyncStream<String>, end: @Sendable () -> Void)?
     private let path: String
     private let fd: Int32
     private let handler: Handler
+    private let streamer: Streamer?
     private let stopped = LockedBox(false)
 
-    public init(path: String, handler: @escaping Handler) throws(ControlSocketError) {
+    public init(path: String, streamer: Streamer? = nil, handler: @escaping Handler) throws(ControlSocketError) {
         self.path = path
         self.handler = handler
+        self.streamer = streamer
         let dir = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var addr = try makeAddress(path)
@@ -80,14 +84,14 @@ public final class ControlSocketServer: @unchecked Sendable {
                 if errno == EINTR { continue }
                 return
             }
-            let handler = self.handler
+            let (handler, streamer) = (self.handler, self.streamer)
             Thread.detachNewThread {
-                ControlSocketServer.serve(c, handler: handler)
+                ControlSocketServer.serve(c, handler: handler, streamer: streamer)
             }
         }
     }
 
-    private static func serve(_ c: Int32, handler: @escaping Handler) {
+    private static func serve(_ c: Int32, handler: @escaping Handler, streamer: Streamer?) {
         defer { close(c) }
         var tv = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -97,6 +101,17 @@ public final class ControlSocketServer: @unchecked Sendable {
             request = v
         } else {
             writeAll(c, "{\"ok\":false,\"error\":\"request is not JSON\"}\n")
+            return
+        }
+        if let (lines, end) = streamer?(request) {
+            // One line per item until the client goes (a write fails) or the stream ends.
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                for await line in lines where !writeAll(c, line + "\n") { break }
+                end()
+                done.signal()
+            }
+            done.wait()
             return
         }
         let box = LockedBox<JSONValue?>(nil)
@@ -133,15 +148,18 @@ func readLine(_ fd: Int32, limit: Int = 1 << 20) -> String? {
     return String(decoding: bytes, as: UTF8.self)
 }
 
-func writeAll(_ fd: Int32, _ text: String) {
+/// False when the peer is gone.
+@discardableResult
+func writeAll(_ fd: Int32, _ text: String) -> Bool {
     let data = Array(text.utf8)
     let total = data.count
     var off = 0
     while off < total {
         let n = data.withUnsafeBytes { write(fd, $0.baseAddress! + off, total - off) }
-        if n <= 0 { return }
+        if n <= 0 { return false }
         off += n
     }
+    return true
 }
 
 /// The CLI side: one request, one response.
@@ -166,6 +184,29 @@ public enum ControlSocketClient {
             throw .badResponse
         }
         return v
+    }
+}
+
+extension ControlSocketClient {
+    /// Sends `request` and hands each line of the answer to `onLine` until the daemon closes
+    /// the connection (or `onLine` returns false). No timeout: events may be minutes apart.
+    public static func stream(_ request: JSONValue, path: String, onLine: (String) -> Bool) throws(ControlSocketError) {
+        var addr = try makeAddress(path)
+        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw .call("socket", errno, path) }
+        defer { close(s) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            let e = errno
+            if e == ENOENT || e == ECONNREFUSED { throw .daemonNotRunning(path) }
+            throw .call("connect", e, path)
+        }
+        writeAll(s, ((try? JSONCoding.string(request)) ?? "{}") + "\n")
+        while let line = readLine(s) {
+            if !onLine(line) { return }
+        }
     }
 }
 

@@ -127,6 +127,10 @@ public final class NodeDaemon: Sendable {
     private let switches: AsyncStream<String>
     private let switchSink: AsyncStream<String>.Continuation
     private let supervisor = Mutex<Task<Void, Never>?>(nil)
+    /// `clawvoice events` subscribers and the config's event commands.
+    let bus: EventBus
+    /// Each role's last state, so connected/disconnected are published once per change.
+    private let roleStates = Mutex<[String: Bool]>([:])
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -149,6 +153,7 @@ public final class NodeDaemon: Sendable {
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
         self.operatorSession = operatorSession
+        bus = EventBus(commands: config.events.commands, log: log)
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
         let channel = LateOperatorChannel(box: operatorSession)
         let speech = SpeechOutput(channel: channel, sink: PulseSpeechSink(playback: audio.playback),
@@ -223,7 +228,14 @@ public final class NodeDaemon: Sendable {
         let (sink, statusSink) = (eventSink, self.statusSink)
         link.onEvent { role, e in sink.yield((role, e)) }
         let made = GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
-        link.onStatus { [weak made] s in if s.role == "operator" { statusSink.yield((s, made)) } }
+        let (bus, roleStates) = (self.bus, self.roleStates)
+        link.onStatus { [weak made] s in
+            if s.role == "operator" { statusSink.yield((s, made)) }
+            let up = s.state == .connected
+            if roleStates.withLock({ states in defer { states[s.role] = up }; return states[s.role] != up && (up || states[s.role] == true) }) {
+                bus.publish(up ? "connected" : "disconnected", ["role": s.role, "gateway": s.gateway, "detail": s.detail])
+            }
+        }
         return made
     }
 
@@ -267,7 +279,12 @@ public final class NodeDaemon: Sendable {
     /// Starts the control socket and the supervisor with every service.
     public func start(controlSocket: Bool = true) async throws {
         if controlSocket {
-            let server = try ControlSocketServer(path: paths.controlSocket) { [weak self] request in
+            let bus = self.bus
+            let server = try ControlSocketServer(path: paths.controlSocket, streamer: { request in
+                guard request["cmd"]?.stringValue == "events" else { return nil }
+                let (id, lines) = bus.subscribe()
+                return (lines, { bus.unsubscribe(id) })
+            }) { [weak self] request in
                 guard let self else { return ["ok": false, "error": "daemon stopping"] }
                 return await self.handle(request)
             }
@@ -276,6 +293,10 @@ public final class NodeDaemon: Sendable {
         }
         let task = Task { await self.supervise() }
         supervisor.withLock { $0 = task }
+        // After the supervisor: the talk loop takes the handler.
+        let bus = self.bus
+        await talk.observeEvents { e in bus.publish(e.name, e.fields) }
+        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]) }
         // After the supervisor: enabling waits for the talk loop to take it.
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
@@ -318,6 +339,7 @@ public final class NodeDaemon: Sendable {
             Task { try? await Task.sleep(for: .seconds(2)); finish(false) }
         }
         if !finished { log.log(.warning, "daemon", "a service did not stop within 2 s; exiting anyway") }
+        bus.finishAll()
         control.withLock { $0?.stop() }
     }
 
@@ -340,8 +362,12 @@ public final class NodeDaemon: Sendable {
                 talk.use(outbox: s.outbox)
                 // Replies of an outbox turn arrive under the run id its chat.send returned.
                 let talk = self.talk
+                let bus = self.bus
                 await s.outbox.observe { event in
-                    if case .sent(let item, let runId) = event { talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId) }
+                    if case .sent(let item, let runId) = event {
+                        talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId)
+                        bus.publish("turnSent", ["idempotencyKey": item.idempotencyKey, "runId": runId, "sessionKey": item.sessionKey])
+                    }
                 }
                 await s.outbox.start()
                 await s.link.start()
@@ -460,6 +486,7 @@ public final class NodeDaemon: Sendable {
         do {
             let c = try reload()
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
+            bus.setCommands(c.events.commands)
             await speech.update(config: NodeDaemon.speechConfig(c))
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {

@@ -44,6 +44,15 @@ public struct TalkConfig: Sendable, Equatable {
     public init() {}
 }
 
+/// Something the talk turn did, for `clawvoice events` and event commands: a name
+/// (wake, listeningStarted, listeningStopped, replyStarted, replyFinished, muted, unmuted, error)
+/// and its fields (captureId, sessionKey, runId, phrase, reason …).
+public struct TalkEvent: Sendable, Equatable {
+    public var name: String
+    public var fields: [String: String]
+    public init(_ name: String, _ fields: [String: String] = [:]) { self.name = name; self.fields = fields }
+}
+
 /// The talk turn as `status` and tests see it.
 public enum TalkPhase: Sendable, Equatable {
     case idle
@@ -92,6 +101,8 @@ public actor TalkController {
     private var outbox: OutboxSender?
     private let onSessionChange: (@Sendable (String) -> Void)?
     private let onMuteChange: (@Sendable (Bool) -> Void)?
+    private var onEvent: (@Sendable (TalkEvent) -> Void)?
+    private var startedReplies: Set<String> = []
     private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
@@ -271,6 +282,9 @@ public actor TalkController {
             break  // each reply is closed by its own closeReply
         case .openCapture(let id, let sessionKey, let leading):
             await openCapture(id, sessionKey: sessionKey, leading: leading)
+            var f = ["captureId": id, "trigger": leading == .wakeLookback ? "wake" : "ptt"]
+            f["sessionKey"] = sessionKey ?? machine.currentSession
+            emit("listeningStarted", f)
         case .appendFrame(let id, let frame):
             guard var io = captures[id] else { break }
             if io.firstFrameAt == nil { io.firstFrameAt = .now }
@@ -280,7 +294,9 @@ public actor TalkController {
             await io.uplink.append(frame)
         case .finishCapture(let id):
             finishCapture(id)
+            emit("listeningStopped", ["captureId": id, "reason": "ended"])
         case .cancelCapture(let id):
+            if captures[id] != nil { emit("listeningStopped", ["captureId": id, "reason": "cancelled"]) }
             if let io = captures.removeValue(forKey: id) {
                 let uplink = io.uplink
                 jobs.append { await uplink.cancel() }
@@ -294,13 +310,17 @@ public actor TalkController {
             published.withLock { $0.lastReply = stream }
         case .feedReply(let runId):
             guard let stream = streams[runId], let chat = currentChat else { break }
+            if startedReplies.insert(runId).inserted { emit("replyStarted", ["runId": runId, "sessionKey": chat.sessionKey]) }
             await stream.feed(chat)
             if chat.state == .final || chat.state == .aborted || chat.state == .error {
                 streams.removeValue(forKey: runId)
                 reportWhenSpoken(stream)
+                startedReplies.remove(runId)
+                emit("replyFinished", ["runId": runId, "sessionKey": chat.sessionKey, "state": "\(chat.state)"])
             }
         case .closeReply(let runId):
             guard let stream = streams.removeValue(forKey: runId) else { break }
+            if startedReplies.remove(runId) != nil { emit("replyFinished", ["runId": runId, "state": "closed"]) }
             await stream.close()
             reportWhenSpoken(stream)
         case .rekeyReply(let from, let to):
@@ -313,6 +333,7 @@ public actor TalkController {
             w.detections += 1
             w.lastPhrase = d.phrase
             log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
+            emit("wake", ["phrase": d.phrase, "score": String(format: "%.2f", d.score)])
             return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
                               freshId: UUID().uuidString)
         case .gated:
@@ -335,21 +356,33 @@ public actor TalkController {
             break
         case .log(let level, let category, let message):
             log.log(level, category, message)
+            if level >= .warning { lastWarning = message }
         case .wakeAt(let ms):
             armTimer(ms)
         case .mutedChanged(let on, let announce):
             onMuteChange?(on)
+            emit(on ? "muted" : "unmuted")
             if announce { playCue(on ? .mute : .unmute) }
         case .clearPreRoll:
             preRoll.removeAll()
             wake?.lookback.removeAll()
         case .cue(let cue):
             playCue(cue)
+            if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }
         }
         return nil
     }
 
     /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
+    private var lastWarning: String?
+
+    private func emit(_ name: String, _ fields: [String: String?] = [:]) {
+        guard let onEvent else { return }
+        onEvent(TalkEvent(name, fields.compactMapValues { $0 }))
+    }
+
+    func setEventHandler(_ f: (@Sendable (TalkEvent) -> Void)?) { onEvent = f }
+
     private func playCue(_ cue: TalkCue) {
         guard let pcm = sounds.sounds[cue] else { return }
         let speech = self.speech
@@ -588,6 +621,11 @@ extension TalkController {
     }
 
     public nonisolated var muted: Bool { published.withLock { $0.muted } }
+
+    /// Every TalkEvent from now on, on the loop (keep it quick: hand it on).
+    public nonisolated func observeEvents(_ f: @escaping @Sendable (TalkEvent) -> Void) async {
+        await onLoop { await $0.setEventHandler(f) }
+    }
 
     /// Waits until everything posted before it has been processed.
     public nonisolated func barrier() async { await onLoop { _ in () } }

@@ -58,4 +58,15 @@ import Testing
         #expect(throws: ConfigError.self) { try ClawConfig.parse(#"{ sounds: { mute: "/nonexistent.wav" } }"#, file: "c.json5") }
         #expect(throws: ConfigError.self) { try ClawConfig.parse(#"{ sounds: { beep: true } }"#, file: "c.json5") }
     }
+
+    @Test func `an event's JSON line and command environment`() throws {
+        let line = NodeEvents.line("listeningStarted", ["captureId": "c1", "sessionKey": "agent:main:main"], ts: 1_764_000_000_000)
+        let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(o["event"] as? String == "listeningStarted" && o["captureId"] as? String == "c1" && o["ts"] as? Double == 1_764_000_000_000)
+        #expect(NodeEvents.environment("listeningStarted", ["captureId": "c1", "sessionKey": "k"], ts: 5)
+                == ["CLAWVOICE_EVENT": "listeningStarted", "CLAWVOICE_TS": "5", "CLAWVOICE_CAPTURE_ID": "c1", "CLAWVOICE_SESSION_KEY": "k"])
+        let c = try ClawConfig.parse(#"{ events: { wake: "led on", muted: null } }"#, file: "c.json5")
+        #expect(c.events.commands == ["wake": "led on"])
+        #expect(throws: ConfigError.self) { try ClawConfig.parse(#"{ events: { woke: "x" } }"#, file: "c.json5") }
+    }
 }
