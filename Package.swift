@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CEspeak", pkgConfig: "espeak-ng", providers: [.apt(["libespeak-ng-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
         .target(name: "GatewayProtocol", dependencies: ["CSSL"]),
         .target(name: "WebSocketTransport", dependencies: ["CWebsockets", "CSSL"]),
@@ -32,7 +33,7 @@ let package = Package(
         .target(name: "WakeWord", dependencies: ["Audio"]),
         .target(name: "Talk", dependencies: ["Audio", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
+        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
 

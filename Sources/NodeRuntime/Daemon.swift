@@ -320,6 +320,9 @@ public final class NodeDaemon: Sendable {
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
             if let button { group.addTask { await self.runButton(button) } }
             if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }
+            if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
+                group.addTask { await self.systemdService(notifier) }
+            }
         }
     }
 
@@ -425,6 +428,34 @@ public final class NodeDaemon: Sendable {
             }
         }
         button.stop()
+    }
+
+    /// Type=notify: READY=1, STATUS= and the watchdog, every half watchdog interval (2 s without
+    /// one). The watchdog is kicked only while the talk loop answers within 2 s.
+    private func systemdService(_ notifier: SystemdNotifier) async {
+        let watchdog = notifier.watchdogMicroseconds
+        let periodMs = Int64(watchdog.map { max($0 / 2_000, 100) } ?? 2_000)
+        var state = SystemdState()
+        while !Task.isCancelled {
+            let node = await link.node.currentStatus()
+            let op = await link.operator.currentStatus()
+            let facts = SystemdState.Facts(node: node.state.rawValue, nodeDetail: node.detail, operatorState: op.state.rawValue,
+                                           microphone: audio.captureStatus, muted: talk.muted,
+                                           loopResponsive: await answers(within: .seconds(2)) { await self.talk.barrier() })
+            notifier.send(state.step(facts, watchdog: watchdog != nil))
+            try? await Task.sleep(for: .milliseconds(periodMs))
+        }
+        notifier.send(["STOPPING=1"])
+    }
+
+    /// Whether `body` finishes within `limit` (it keeps running either way).
+    private func answers(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let once = Mutex(false)
+            let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
+            Task { await body(); finish(true) }
+            Task { try? await Task.sleep(for: limit); finish(false) }
+        }
     }
 
     /// The keys bound to stop, mute and volume: each press one control, in order.

@@ -24,12 +24,16 @@ public enum ServiceUnit {
         Wants=network-online.target
 
         [Service]
-        Type=simple
+        # READY=1 once the node session is up (or waiting for approval) and the microphone runs;
+        # STATUS= says what it does; the watchdog is kicked only while its services answer.
+        Type=notify
+        NotifyAccess=main
+        WatchdogSec=30
         ExecStart=\(executable) run
         ExecReload=/bin/kill -HUP $MAINPID
         Restart=on-failure
         RestartSec=5
-        # Logs are single lines on stderr; journald keeps them (journalctl --user -u clawvoice).
+        # Logs are single lines on stderr with syslog priorities; journalctl --user -u clawvoice -p warning.
 
         [Install]
         WantedBy=default.target
