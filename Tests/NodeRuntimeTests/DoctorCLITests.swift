@@ -73,6 +73,11 @@ import WebSocketTransport
         let good = try await env.run(["doctor", "--play", "--seconds", "1"], timeout: .seconds(30))
         noise.terminate()
         #expect(good.status == 0, "\(good)")
+        // CLAWVOICE_DOCTOR_CAPTURE=FILE keeps this run's output (the README's and the closing note's capture).
+        if let capture = ProcessInfo.processInfo.environment["CLAWVOICE_DOCTOR_CAPTURE"] {
+            try? ("$ clawvoice doctor --play --seconds 1\n" + good.stdout + "(exit \(good.status.map(String.init) ?? "?"))\n")
+                .write(toFile: capture, atomically: true, encoding: .utf8)
+        }
         let lines = good.stdout.split(separator: "\n").map(String.init)
         #expect(lines.last?.hasPrefix("all ") == true && lines.dropLast().allSatisfy { $0.hasPrefix("✓ ") }, "\(good)")
         for expected in ["✓ microphone hears sound", "✓ played a 1 s tone on cv_speaker", "✓ node: paired and connected",
