@@ -296,7 +296,8 @@ public actor TalkController {
             finishCapture(id)
             emit("listeningStopped", ["captureId": id, "reason": "ended"])
         case .cancelCapture(let id):
-            if captures[id] != nil { emit("listeningStopped", ["captureId": id, "reason": "cancelled"]) }
+            // A capture already ended (finishCapture) said listeningStopped then.
+            if let io = captures[id], io.stoppedAt == nil { emit("listeningStopped", ["captureId": id, "reason": "cancelled"]) }
             if let io = captures.removeValue(forKey: id) {
                 let uplink = io.uplink
                 jobs.append { await uplink.cancel() }
