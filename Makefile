@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 # Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
-  libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev \
+  libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
   pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
@@ -15,12 +15,25 @@ PEER_VENV := tests/peer/.venv
 FUZZ_SECONDS ?= 8
 FUZZ_LONG_RUNS ?= 1000000
 
-.PHONY: build deps test demo peer-test fuzz fuzz-long release clean help soak bench
+.PHONY: build deps test demo peer-test fuzz fuzz-long release clean help soak bench install uninstall install-test
+
+# make install: PREFIX defaults to ~/.local (sudo make install PREFIX=/usr/local works too).
+# INSTALL_BUILD=debug installs the debug build instead (the install test uses it, to skip a release build).
+PREFIX ?= $(HOME)/.local
+DESTDIR ?=
+INSTALL_BUILD ?= release
+BINDIR := $(PREFIX)/bin
+SHAREDIR := $(PREFIX)/share/clawvoice
+UNITDIR := $(PREFIX)/share/systemd/user
+MODEL_FILES := $(notdir $(wildcard models/*.json models/*.bin))
+INSTALLED := $(BINDIR)/clawvoice $(addprefix $(SHAREDIR)/models/,$(MODEL_FILES)) $(SHAREDIR)/config.example.json5 \
+  $(UNITDIR)/clawvoice.service
 
 help:
 	@echo "make demo    install what is missing, build, run clawvoice against a loopback gateway"
 	@echo "make test    install what is missing, build, run every test (unit, integration, peer, fuzz)"
 	@echo "make build   debug build;  make release: optimised build"
+	@echo "make install [PREFIX=~/.local]   the release binary, wake models, systemd user unit, example config; make uninstall"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
@@ -66,6 +79,7 @@ fuzz-long: deps
 test: deps $(PEER_VENV)/.ready
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory peer-test
+	$(MAKE) --no-print-directory install-test
 	$(MAKE) --no-print-directory fuzz
 	@eval "$$(bash tests/audio/pulse-server.sh start)"; echo "make: private PulseAudio at $$PULSE_SERVER"; \
 	set -o pipefail; swift test --skip-build --no-parallel $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
@@ -74,6 +88,30 @@ test: deps $(PEER_VENV)/.ready
 	[ $$status -eq 0 ] && { \
 	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
 	  echo "swift-test: $${n:-0} passed, 0 failed"; }
+
+# The binary finds its models in ../share/clawvoice/models from its own real path; the unit
+# runs the installed binary. `clawvoice service install` then enables it.
+install: deps
+	swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS)
+	@bin="$$(swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS) --show-bin-path)/clawvoice"; set -e; \
+	install -D -m 0755 "$$bin" "$(DESTDIR)$(BINDIR)/clawvoice"; \
+	install -d -m 0755 "$(DESTDIR)$(SHAREDIR)/models" "$(DESTDIR)$(UNITDIR)"; \
+	install -m 0644 models/*.json models/*.bin "$(DESTDIR)$(SHAREDIR)/models/"; \
+	install -m 0644 config/clawvoice.json5 "$(DESTDIR)$(SHAREDIR)/config.example.json5"; \
+	sed 's|^ExecStart=%h/.local/bin/clawvoice |ExecStart=$(BINDIR)/clawvoice |' config/clawvoice.service > "$(DESTDIR)$(UNITDIR)/clawvoice.service"; \
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/clawvoice.service"; \
+	echo "installed $(BINDIR)/clawvoice, models in $(SHAREDIR)/models, $(UNITDIR)/clawvoice.service"; \
+	echo "next: clawvoice pair <setup-code>, then clawvoice service install"
+
+uninstall:
+	@for f in $(addprefix $(DESTDIR),$(INSTALLED)); do [ -e "$$f" ] && rm -f "$$f" && echo "removed $$f"; done; \
+	for d in "$(DESTDIR)$(SHAREDIR)/models" "$(DESTDIR)$(SHAREDIR)" "$(DESTDIR)$(UNITDIR)"; do rmdir "$$d" 2>/dev/null; done; \
+	echo "state ($${XDG_STATE_HOME:-~/.local/state}/clawvoice) and config are kept; clawvoice service uninstall first if it was enabled"; true
+
+# make install into a temp PREFIX: layout, the installed binary finds its models, systemd-analyze
+# verify accepts the unit, make uninstall leaves nothing.
+install-test: build
+	bash tests/install/install-test.sh
 
 bench: deps
 	swift run -c release $(SWIFT_FLAGS) clawvoice-bench

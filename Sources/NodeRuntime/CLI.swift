@@ -73,6 +73,46 @@ public enum CLI {
                   once     capture until you stop talking (or 12 s), then send it
                 Status is one of queued, empty, idle, cancelled, busy, not_queued.
                 """, flags: ["--json": false], maxPositionals: 1),
+        Command(name: "stop", abstract: "Stop speaking now, as talking over the assistant would.",
+                usage: "clawvoice stop",
+                details: """
+                The reply being spoken stops within about 50 ms and its rest is dropped; the next turn tells the
+                agent where it was cut ("Assistant speech interrupted at 2.4s."). A capture in progress goes on.
+                Also on a key: ptt.stopKey.
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "mute", abstract: "Turn the microphone and the wake word off (kept across restarts).",
+                usage: "clawvoice mute",
+                details: """
+                A capture in progress is cancelled; push-to-talk and wake words are refused (MUTED) until
+                `clawvoice unmute`. The mute sound plays (sounds.mute), `status` says "muted", and a restarted
+                daemon comes back muted. Also on a key: ptt.muteKey (each press toggles).
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "unmute", abstract: "Turn the microphone and the wake word back on.",
+                usage: "clawvoice unmute", details: "Plays the unmute sound (sounds.unmute).", flags: [:], maxPositionals: 0),
+        Command(name: "volume", abstract: "Show or set the level of clawvoice's own playback (0-150%).",
+                usage: "clawvoice volume [N | +N | -N]",
+                details: """
+                The volume of clawvoice's playback stream on PulseAudio (as pactl and pavucontrol show it), not
+                the sink's: speech, cues and the chime. The stream playing now changes at once; the level is
+                kept across restarts. 100 leaves the level to the sound server. Keys: ptt.volumeUpKey and
+                ptt.volumeDownKey (5 a press).
+                """, flags: [:], maxPositionals: 1),
+        Command(name: "events", abstract: "Stream the daemon's events as JSON lines (for LEDs and scripts).",
+                usage: "clawvoice events [--filter NAME,NAME]",
+                details: """
+                One line per event until Ctrl-C: {"event":"listeningStarted","ts":1764590000000,"captureId":"…","sessionKey":"…","trigger":"ptt"}.
+                Events and their fields:
+                  wake (phrase, score)   listeningStarted (captureId, sessionKey, trigger: ptt|wake)
+                  listeningStopped (captureId, reason: ended|cancelled)   turnSent (idempotencyKey, runId, sessionKey)
+                  replyStarted / replyFinished (runId, sessionKey, state)   speaking (state: started|stopped)
+                  error (message)   muted   unmuted   connected / disconnected (role, gateway, detail)
+                The config can run a command on each: events: { wake: "led on", listeningStopped: "led off" },
+                with CLAWVOICE_EVENT, CLAWVOICE_TS and each field as CLAWVOICE_<FIELD> (captureId →
+                CLAWVOICE_CAPTURE_ID) in its environment, as wyoming-satellite's --*-command flags do.
+
+                Options:
+                  --filter NAMES   only these events (comma-separated)
+                """, flags: ["--filter": true], maxPositionals: 0),
         Command(name: "say", abstract: "Speak text: the gateway's talk.speak voice, or espeak-ng on this device.",
                 usage: "clawvoice say \"text\" [--local] [--out FILE.wav]",
                 details: """
@@ -122,6 +162,8 @@ public enum CLI {
         OutboxCommand.sendCommand,
         OutboxCommand.outboxCommand,
         ListenCommand.command,
+        ServiceCommand.command,
+        DoctorCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -362,6 +404,10 @@ public enum CLI {
             return 0
         case "gateways":
             return try gateways(p, paths: paths)
+        case "doctor":
+            return try await DoctorCommand.run(p, config: config, paths: paths, environment: environment, say: { say($0) })
+        case "service":
+            return try ServiceCommand.run(p, paths: paths, environment: environment, say: { say($0) })
         case "outbox":
             return try OutboxCommand.run(p, config: config, paths: paths, say: { say($0) })
         case "send":
@@ -379,6 +425,38 @@ public enum CLI {
                 if let st = result["status"]?.stringValue { line += ": \(st)" }
                 if let t = result["transcript"]?.stringValue { line += " \"\(t)\"" }
                 say(line)
+            }
+            return 0
+        case "events":
+            let wanted = p.flags["--filter"].map { Set($0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }) }
+            if let w = wanted, let bad = w.first(where: { !NodeEvents.names.contains($0) }) {
+                throw UsageError(description: "events: unknown event '\(bad)' (one of \(NodeEvents.names.joined(separator: ", ")))")
+            }
+            try ControlSocketClient.stream(["cmd": "events"], path: paths.controlSocket) { line in
+                if let w = wanted, let name = (try? JSONCoding.decode(JSONValue.self, from: Data(line.utf8)))?["event"]?.stringValue,
+                   !w.contains(name) { return true }
+                say(line)
+                return true
+            }
+            return 0
+        case "stop", "mute", "unmute", "volume":
+            let control: NodeControl
+            switch p.command.name {
+            case "stop": control = .stop
+            case "mute": control = .mute(true)
+            case "unmute": control = .mute(false)
+            default:
+                guard let c = NodeControl.volumeArgument(p.positionals.first) else {
+                    throw UsageError(description: "volume: give a level from 0 to 150, or +N / -N (got \(p.positionals.first ?? ""))")
+                }
+                control = c
+            }
+            let r = try ControlSocketClient.send(control.request, path: paths.controlSocket)
+            guard r["ok"]?.boolValue == true else { throw Failure(description: "\(p.command.name): \(r["error"]?.stringValue ?? "failed")") }
+            switch p.command.name {
+            case "stop": say(r["stopped"]?.boolValue == true ? "stopped speaking" : "nothing was playing")
+            case "mute", "unmute": say(r["muted"]?.boolValue == true ? "muted: microphone and wake word off (clawvoice unmute)" : "unmuted")
+            default: say("volume \(r["volume"]?.intValue ?? 0)%")
             }
             return 0
         case "say":
@@ -449,6 +527,8 @@ public enum CLI {
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
+        if r["muted"]?.boolValue == true { lines.append("  mic       muted: microphone and wake word off (clawvoice unmute)") }
+        if let v = r["volume"]?.intValue, v != 100 { lines.append("  volume    \(v)%") }
         if let capture = r["capture"]?.stringValue { lines.append("  mic       \(capture)\(r["ptt"]?.stringValue.map { $0 == "idle" ? "" : ", \($0)" } ?? "")") }
         if let button = r["button"]?.stringValue, button != "off" { lines.append("  button    \(button)") }
         lines += formatWake(r["wake"])

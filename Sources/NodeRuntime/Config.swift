@@ -83,6 +83,20 @@ public struct ClawConfig: Sendable, Equatable {
         public var key: String = "KEY_PLAYPAUSE"
         /// "hold" (press starts, release stops) or "toggle".
         public var mode: String = "hold"
+        /// Keys for the other controls, on the same device (`auto` when ptt.device is unset):
+        /// stop speaking, mute/unmute (each press toggles), volume up and down (5 points a press).
+        public var stopKey: String? = nil
+        public var muteKey: String? = nil
+        public var volumeUpKey: String? = nil
+        public var volumeDownKey: String? = nil
+    }
+    /// A shell command per event (`clawvoice events` names them), run with its fields in the environment.
+    public struct Events: Sendable, Equatable {
+        public var commands: [String: String] = [:]
+    }
+    /// Feedback sounds: each true (generated), false (off) or a WAV/MP3/Ogg Opus file of at most 3 s.
+    public struct Sounds: Sendable, Equatable {
+        public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated]
     }
     public struct Speech: Sendable, Equatable {
         /// espeak-ng voice for on-device speech (`espeak-ng --voices` lists them).
@@ -109,6 +123,8 @@ public struct ClawConfig: Sendable, Equatable {
     public var audio = Audio()
     public var talk = Talk()
     public var ptt = PTT()
+    public var sounds = Sounds()
+    public var events = Events()
     public var speech = Speech()
     public var log = Log()
     public var control = Control()
@@ -147,7 +163,10 @@ extension ClawConfig {
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000",
                  "speakNotifications": "bool"],
-        "ptt": ["device": "string?", "key": "string", "mode": "string"],
+        "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
+                "volumeUpKey": "string?", "volumeDownKey": "string?"],
+        "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
+        "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
         "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool|string", "modelsDirectory": "string?"],
@@ -267,6 +286,21 @@ extension ClawConfig {
                     guard m == "hold" || m == "toggle" else { throw ConfigError("\(file): 'ptt.mode' must be \"hold\" or \"toggle\"") }
                     c.ptt.mode = m
                 }
+                c.ptt.stopKey = s("stopKey")
+                c.ptt.muteKey = s("muteKey")
+                c.ptt.volumeUpKey = s("volumeUpKey")
+                c.ptt.volumeDownKey = s("volumeDownKey")
+            case "events":
+                for name in NodeEvents.names { if let cmd = s(name), !cmd.isEmpty { c.events.commands[name] = cmd } }
+            case "sounds":
+                for cue in TalkCue.allCases {
+                    if let b = fields[cue.rawValue]?.boolValue { c.sounds.cues[cue] = b ? .generated : .off }
+                    if let path = s(cue.rawValue) {
+                        let full = resolvePath(path, relativeTo: file)
+                        do { _ = try WakeChime.decode(full) } catch { throw ConfigError("\(file): 'sounds.\(cue.rawValue)': \(error.description)") }
+                        c.sounds.cues[cue] = .file(full)
+                    }
+                }
             case "wake":
                 if let b = fields["enabled"]?.boolValue { c.wake.enabled = b }
                 if let n = fields["sensitivity"]?.doubleValue { c.wake.sensitivity = n }
@@ -289,6 +323,12 @@ extension ClawConfig {
             }
         }
         return c
+    }
+
+    /// `~` expanded; relative to the config file, like a user would write it next to it.
+    static func resolvePath(_ path: String, relativeTo file: String) -> String {
+        let expanded = (path as NSString).expandingTildeInPath
+        return expanded.hasPrefix("/") ? expanded : ((file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(expanded)
     }
 
     static func suggest(_ key: String, _ known: [String]) -> String {

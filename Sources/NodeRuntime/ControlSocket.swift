@@ -49,9 +49,12 @@ private func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_
 /// thread of its own. ControlAdmission decides which connections are kept.
 public final class ControlSocketServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) async -> JSONValue
+    /// A request answered by a stream of lines (`events`) instead of one response; nil: not a stream.
+    public typealias Streamer = @Sendable (JSONValue) -> (lines: AsyncStream<String>, end: @Sendable () -> Void)?
     private let path: String
     private let fd: Int32
     private let handler: Handler
+    private let streamer: Streamer?
     private let stopped = LockedBox(false)
     /// Admission state and the descriptor of each open connection, under one lock. A connection's
     /// own thread is the only one that closes its descriptor (after removing it here), so the
@@ -63,9 +66,11 @@ public final class ControlSocketServer: @unchecked Sendable {
     /// Kept open so that at EMFILE one descriptor can be freed to tell the waiting client "busy".
     private var spare: Int32 = -1
 
-    public init(path: String, limits: ControlAdmission.Limits = .init(), handler: @escaping Handler) throws(ControlSocketError) {
+    public init(path: String, limits: ControlAdmission.Limits = .init(), streamer: Streamer? = nil,
+                handler: @escaping Handler) throws(ControlSocketError) {
         self.path = path
         self.handler = handler
+        self.streamer = streamer
         self.admission = ControlAdmission(limits: limits)
         let dir = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -176,6 +181,18 @@ public final class ControlSocketServer: @unchecked Sendable {
         admission.requestRead(id)
         lock.unlock()
         writeAll(c, ControlLine.acceptedLine + "\n")
+        if let (lines, end) = streamer?(request) {
+            // A streaming request (`events`): one line per item until the client goes (a write
+            // fails or times out) or the stream ends.
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                for await line in lines where !writeAll(c, line + "\n") { break }
+                end()
+                done.signal()
+            }
+            done.wait()
+            return
+        }
         let box = LockedBox<JSONValue?>(nil)
         let done = DispatchSemaphore(value: 0)
         let handler = self.handler
@@ -241,16 +258,19 @@ struct LineReader {
     }
 }
 
-func writeAll(_ fd: Int32, _ text: String) {
+/// False when the peer is gone.
+@discardableResult
+func writeAll(_ fd: Int32, _ text: String) -> Bool {
     let data = Array(text.utf8)
     let total = data.count
     var off = 0
     while off < total {
         let n = data.withUnsafeBytes { send(fd, $0.baseAddress! + off, total - off, Int32(MSG_NOSIGNAL)) }
         if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return }
+        if n <= 0 { return false }
         off += n
     }
+    return true
 }
 
 /// The CLI side: one request, one response. Gives up after `answerWithinMs` when the daemon
@@ -308,6 +328,35 @@ public enum ControlSocketClient {
                     deadline = clock() + Int64(timeoutSeconds) * 1000
                 }
             }
+        }
+    }
+}
+
+extension ControlSocketClient {
+    /// Sends `request` and hands each line of the answer to `onLine` until the daemon closes
+    /// the connection (or `onLine` returns false). No timeout: events may be minutes apart.
+    public static func stream(_ request: JSONValue, path: String, onLine: (String) -> Bool) throws(ControlSocketError) {
+        var addr = try makeAddress(path)
+        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw .call("socket", errno, path) }
+        defer { close(s) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            let e = errno
+            if e == ENOENT || e == ECONNREFUSED { throw .daemonNotRunning(path) }
+            throw .call("connect", e, path)
+        }
+        writeAll(s, ((try? JSONCoding.string(request)) ?? "{}") + "\n")
+        var reader = LineReader(fd: s)
+        var first = true
+        while case .line(let bytes) = reader.next(deadlineMs: .max, limit: 1 << 20, now: { 0 }) {
+            let line = String(decoding: bytes, as: UTF8.self)
+            // The daemon first says it took the request (ControlLine.acceptedLine).
+            if first && line == ControlLine.acceptedLine { first = false; continue }
+            first = false
+            if !onLine(line) { return }
         }
     }
 }

@@ -127,6 +127,10 @@ public final class NodeDaemon: Sendable {
     private let switches: AsyncStream<String>
     private let switchSink: AsyncStream<String>.Continuation
     private let supervisor = Mutex<Task<Void, Never>?>(nil)
+    /// `clawvoice events` subscribers and the config's event commands.
+    let bus: EventBus
+    /// Each role's last state, so connected/disconnected are published once per change.
+    private let roleStates = Mutex<[String: Bool]>([:])
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -149,6 +153,7 @@ public final class NodeDaemon: Sendable {
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
         self.operatorSession = operatorSession
+        bus = EventBus(commands: config.events.commands, log: log)
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
         let channel = LateOperatorChannel(box: operatorSession)
         // What the speaker plays is the echo canceller's reference.
@@ -165,6 +170,12 @@ public final class NodeDaemon: Sendable {
                                       let gateway = activeGateway.withLock { $0 }
                                       do { try store.setCurrentSession(gateway: gateway, key: key) } catch {
                                           log.log(.warning, "talk", "could not remember session \(key): \(error)")
+                                      }
+                                  },
+                                  onMuteChange: { on in
+                                      // Kept across restarts: a muted node comes back muted.
+                                      do { try store.setSetting("muted", on ? "1" : nil) } catch {
+                                          log.log(.warning, "talk", "could not remember muted=\(on): \(error)")
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
@@ -191,6 +202,11 @@ public final class NodeDaemon: Sendable {
         } else {
             button = nil
         }
+        let (controlPresses, controlSink) = AsyncStream.makeStream(of: NodeControl.self)
+        self.controlPresses = controlPresses
+        do { controlKeys = try ControlKeys.services(config.ptt) { controlSink.yield($0) } } catch {
+            throw ConfigError("ptt: \(error)")
+        }
         // The first scope, built now so `link` is there before `start` returns.
         scope.withLock { $0 = makeScope(record) }
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
@@ -200,6 +216,8 @@ public final class NodeDaemon: Sendable {
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
     private let presses: AsyncStream<PTTKeyAction>
+    private let controlPresses: AsyncStream<NodeControl>
+    let controlKeys: [PTTButtonService]
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     private func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -212,7 +230,14 @@ public final class NodeDaemon: Sendable {
         let (sink, statusSink) = (eventSink, self.statusSink)
         link.onEvent { role, e in sink.yield((role, e)) }
         let made = GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
-        link.onStatus { [weak made] s in if s.role == "operator" { statusSink.yield((s, made)) } }
+        let (bus, roleStates) = (self.bus, self.roleStates)
+        link.onStatus { [weak made] s in
+            if s.role == "operator" { statusSink.yield((s, made)) }
+            let up = s.state == .connected
+            if roleStates.withLock({ states in defer { states[s.role] = up }; return states[s.role] != up && (up || states[s.role] == true) }) {
+                bus.publish(up ? "connected" : "disconnected", ["role": s.role, "gateway": s.gateway, "detail": s.detail])
+            }
+        }
         return made
     }
 
@@ -239,6 +264,7 @@ public final class NodeDaemon: Sendable {
         t.echoCancel = c.audio.echoCancel
         t.echoDelayMs = c.audio.echoDelayMs
         t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
+        t.cues = c.sounds.cues
         return t
     }
 
@@ -258,7 +284,12 @@ public final class NodeDaemon: Sendable {
     /// Starts the control socket and the supervisor with every service.
     public func start(controlSocket: Bool = true) async throws {
         if controlSocket {
-            let server = try ControlSocketServer(path: paths.controlSocket) { [weak self] request in
+            let bus = self.bus
+            let server = try ControlSocketServer(path: paths.controlSocket, streamer: { request in
+                guard request["cmd"]?.stringValue == "events" else { return nil }
+                let (id, lines) = bus.subscribe()
+                return (lines, { bus.unsubscribe(id) })
+            }) { [weak self] request in
                 guard let self else { return ["ok": false, "error": "daemon stopping"] }
                 return await self.handle(request)
             }
@@ -267,6 +298,10 @@ public final class NodeDaemon: Sendable {
         }
         let task = Task { await self.supervise() }
         supervisor.withLock { $0 = task }
+        // After the supervisor: the talk loop takes the handler.
+        let bus = self.bus
+        await talk.observeEvents { e in bus.publish(e.name, e.fields) }
+        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]) }
         // After the supervisor: enabling waits for the talk loop to take it.
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
@@ -274,6 +309,9 @@ public final class NodeDaemon: Sendable {
             wake.chime = config.wake.chime
             await talk.enableWake(wake)
         }
+        // What `mute` and `volume` left: a muted node comes back muted (silently), at its level.
+        if (try? store.setting("muted")) == "1" { await talk.setMuted(true, announce: false) }
+        if let v = try? store.setting("volume"), let n = Int(v) { audio.playback.setVolume(percent: n) }
     }
 
     /// The services, started and cancelled together.
@@ -286,6 +324,10 @@ public final class NodeDaemon: Sendable {
             group.addTask { await self.gatewayService() }
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
             if let button { group.addTask { await self.runButton(button) } }
+            if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }
+            if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
+                group.addTask { await self.systemdService(notifier) }
+            }
         }
     }
 
@@ -305,6 +347,7 @@ public final class NodeDaemon: Sendable {
             Task { try? await Task.sleep(for: .seconds(2)); finish(false) }
         }
         if !finished { log.log(.warning, "daemon", "a service did not stop within 2 s; exiting anyway") }
+        bus.finishAll()
         control.withLock { $0?.stop() }
     }
 
@@ -327,8 +370,12 @@ public final class NodeDaemon: Sendable {
                 talk.use(outbox: s.outbox)
                 // Replies of an outbox turn arrive under the run id its chat.send returned.
                 let talk = self.talk
+                let bus = self.bus
                 await s.outbox.observe { event in
-                    if case .sent(let item, let runId) = event { talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId) }
+                    if case .sent(let item, let runId) = event {
+                        talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId)
+                        bus.publish("turnSent", ["idempotencyKey": item.idempotencyKey, "runId": runId, "sessionKey": item.sessionKey])
+                    }
                 }
                 await s.outbox.start()
                 await s.link.start()
@@ -388,6 +435,71 @@ public final class NodeDaemon: Sendable {
         button.stop()
     }
 
+    /// Type=notify: READY=1, STATUS= and the watchdog, every half watchdog interval (2 s without
+    /// one). The watchdog is kicked only while the talk loop answers within 2 s.
+    private func systemdService(_ notifier: SystemdNotifier) async {
+        let watchdog = notifier.watchdogMicroseconds
+        let periodMs = Int64(watchdog.map { max($0 / 2_000, 100) } ?? 2_000)
+        var state = SystemdState()
+        while !Task.isCancelled {
+            let node = await link.node.currentStatus()
+            let op = await link.operator.currentStatus()
+            let facts = SystemdState.Facts(node: node.state.rawValue, nodeDetail: node.detail, operatorState: op.state.rawValue,
+                                           microphone: audio.captureStatus, muted: talk.muted,
+                                           loopResponsive: await answers(within: .seconds(2)) { await self.talk.barrier() })
+            notifier.send(state.step(facts, watchdog: watchdog != nil))
+            try? await Task.sleep(for: .milliseconds(periodMs))
+        }
+        notifier.send(["STOPPING=1"])
+    }
+
+    /// Whether `body` finishes within `limit` (it keeps running either way).
+    private func answers(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let once = Mutex(false)
+            let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
+            Task { await body(); finish(true) }
+            Task { try? await Task.sleep(for: limit); finish(false) }
+        }
+    }
+
+    /// The keys bound to stop, mute and volume: each press one control, in order.
+    private func runControlKeys() async {
+        for k in controlKeys {
+            do { try k.start() } catch { log.log(.warning, "ptt", "\(error)") }
+        }
+        for await c in controlPresses {
+            let r = await control(c)
+            log.log(.info, "ptt", "key: \(c) → \(r.description)")
+        }
+        for k in controlKeys { k.stop() }
+    }
+
+    /// Carries out one control (from the socket or a key).
+    func control(_ c: NodeControl) async -> JSONValue {
+        switch c {
+        case .stop:
+            let speaking = await talk.stopSpeaking()
+            return ["ok": true, "stopped": .bool(speaking)]
+        case .mute(let on):
+            await talk.setMuted(on)
+            return ["ok": true, "muted": .bool(talk.muted)]
+        case .toggleMute:
+            await talk.setMuted(!talk.muted)
+            return ["ok": true, "muted": .bool(talk.muted)]
+        case .volume(let set, let change):
+            if set != nil || change != nil {
+                let level = NodeControl.level(current: audio.playback.volumePercent, set: set, change: change)
+                audio.playback.setVolume(percent: level)
+                do { try store.setSetting("volume", level == 100 ? nil : String(level)) } catch {
+                    log.log(.warning, "audio", "could not remember volume \(level): \(error)")
+                }
+                log.log(.info, "audio", "volume \(level)%")
+            }
+            return ["ok": true, "volume": .number(Double(audio.playback.volumePercent))]
+        }
+    }
+
     /// The operator session's status changes, in order: losing it, or the gateway naming another
     /// main session, is a session switch; on (re)connect queued turns go out at once and the
     /// gateway's Talk settings, wake triggers and the current history are read anew.
@@ -410,6 +522,7 @@ public final class NodeDaemon: Sendable {
         do {
             let c = try reload()
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
+            bus.setCommands(c.events.commands)
             await speech.update(config: NodeDaemon.speechConfig(c))
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {
@@ -435,6 +548,9 @@ public final class NodeDaemon: Sendable {
             return ["ok": true]
         case "ptt":
             return await ptt(request["action"]?.stringValue ?? "")
+        case "stop", "mute", "unmute", "volume":
+            guard let c = NodeControl.parse(request) else { return ["ok": false, "error": "bad control request"] }
+            return await control(c)
         case "say":
             return await say(request)
         case "audio-devices":
@@ -461,7 +577,8 @@ public final class NodeDaemon: Sendable {
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
                 "capture": .string(audio.captureStatus), "ptt": .string(talk.activeCaptureId.map { "capturing \($0)" } ?? "idle"),
                 "playback": .string(audio.playback.isPlaying ? "playing" : "idle"),
-                "button": button.map { .string($0.status.description) } ?? "off", "wake": await talk.wakeStatus?.json ?? "off",
+                "button": button.map { .string($0.status.description) } ?? "off",
+                "muted": .bool(talk.muted), "volume": .number(Double(audio.playback.volumePercent)), "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
     }
 

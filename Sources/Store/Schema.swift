@@ -86,6 +86,13 @@ enum Schema {
         """
         ALTER TABLE gateways ADD COLUMN current_session_key TEXT;
         """,
+        // v5: the node's own settings kept across restarts (`clawvoice mute`, `volume`), one row per key.
+        """
+        CREATE TABLE node_settings(
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
     ]
 
     /// The version this build writes; a file with a higher version came from a newer clawvoice.

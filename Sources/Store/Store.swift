@@ -224,6 +224,25 @@ public final class ClawStore: @unchecked Sendable {
         }
     }
 
+    /// A node setting kept across restarts (`muted`, `volume`); nil when never set.
+    public func setting(_ key: String) throws(StoreError) -> String? {
+        try locked { db throws(StoreError) in
+            try db.query("SELECT value FROM node_settings WHERE key = ?", [.text(key)]) { $0.text(0) }.first ?? nil
+        }
+    }
+
+    /// Sets (or, with nil, removes) a node setting.
+    public func setSetting(_ key: String, _ value: String?) throws(StoreError) {
+        try locked { db throws(StoreError) in
+            if let value {
+                _ = try db.run("INSERT INTO node_settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               [.text(key), .text(value)])
+            } else {
+                _ = try db.run("DELETE FROM node_settings WHERE key = ?", [.text(key)])
+            }
+        }
+    }
+
     private func updateGateway(_ name: String, _ sql: String, _ values: [SQLiteValue]) throws(StoreError) {
         try locked { db throws(StoreError) in
             guard try db.run(sql, values + [.text(name)]) > 0 else { throw .unknownGateway(name) }

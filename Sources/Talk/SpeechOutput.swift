@@ -89,14 +89,19 @@ public actor SpeechOutput {
     private func acquire() { active += 1 }
 
     private var playing = 0
+    /// Told when the speaker starts (true) and stops (false) playing anything of ours.
+    private var onSpeaking: (@Sendable (Bool) -> Void)?
+    public func observeSpeaking(_ f: @escaping @Sendable (Bool) -> Void) { onSpeaking = f }
     private var lastAudibleAt: ContinuousClock.Instant?
 
     /// Plays on the sink, keeping track of when audio was last coming out of the speaker.
     private func playOnSink(_ pcm: PCMBuffer) async throws -> Bool {
         playing += 1
+        if playing == 1 { onSpeaking?(true) }
         defer {
             playing -= 1
             lastAudibleAt = ContinuousClock.now
+            if playing == 0 { onSpeaking?(false) }
         }
         return try await sink.play(pcm)
     }

@@ -46,7 +46,18 @@ public struct TalkConfig: Sendable, Equatable {
     public var echoCancel: Bool?
     /// How late the speaker's sound reaches the microphone (playback and capture buffering).
     public var echoDelayMs = 60
+    /// Feedback sounds (end of listening, error, mute, unmute); none by default.
+    public var cues: [TalkCue: WakeChime] = [:]
     public init() {}
+}
+
+/// Something the talk turn did, for `clawvoice events` and event commands: a name
+/// (wake, listeningStarted, listeningStopped, replyStarted, replyFinished, muted, unmuted, error)
+/// and its fields (captureId, sessionKey, runId, phrase, reason …).
+public struct TalkEvent: Sendable, Equatable {
+    public var name: String
+    public var fields: [String: String]
+    public init(_ name: String, _ fields: [String: String] = [:]) { self.name = name; self.fields = fields }
 }
 
 /// The talk turn as `status` and tests see it.
@@ -76,6 +87,7 @@ public actor TalkController {
         var lastTiming: CaptureTiming?
         var lastSpeech: SpeechReport?
         var lastReply: ReplyStream?
+        var muted = false
     }
 
     enum Item: Sendable {
@@ -97,6 +109,10 @@ public actor TalkController {
     private let onSessionChange: (@Sendable (String) -> Void)?
     private let echoReference: EchoReference?
     private var cleaner: CaptureCleaner?
+    private let onMuteChange: (@Sendable (Bool) -> Void)?
+    private var onEvent: (@Sendable (TalkEvent) -> Void)?
+    private var startedReplies: Set<String> = []
+    private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
     private let published: Mutex<Snapshot>
@@ -128,8 +144,11 @@ public actor TalkController {
 
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
                 outbox: OutboxSender? = nil, onSessionChange: (@Sendable (String) -> Void)? = nil,
-                echoReference: EchoReference? = nil) {
+                onMuteChange: (@Sendable (Bool) -> Void)? = nil, echoReference: EchoReference? = nil) {
         self.echoReference = echoReference
+        self.onMuteChange = onMuteChange
+        self.sounds = FeedbackSounds(config.cues)
+        for problem in sounds.problems { log.log(.warning, "talk", problem) }
         self.channel = channel
         self.speech = speech
         self.config = config
@@ -277,6 +296,7 @@ public actor TalkController {
             s.bargeIns = m.bargeIns
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
+            s.muted = m.muted
         }
     }
 
@@ -301,6 +321,9 @@ public actor TalkController {
             await speech.stop()
         case .openCapture(let id, let sessionKey, let leading):
             await openCapture(id, sessionKey: sessionKey, leading: leading)
+            var f = ["captureId": id, "trigger": leading == .wakeLookback ? "wake" : "ptt"]
+            f["sessionKey"] = sessionKey ?? machine.currentSession
+            emit("listeningStarted", f)
         case .appendFrame(let id, let frame):
             wakeHeardLast = false
             guard var io = captures[id] else { break }
@@ -311,7 +334,10 @@ public actor TalkController {
             await io.uplink.append(frame)
         case .finishCapture(let id):
             finishCapture(id)
+            emit("listeningStopped", ["captureId": id, "reason": "ended"])
         case .cancelCapture(let id):
+            // A capture already ended (finishCapture) said listeningStopped then.
+            if let io = captures[id], io.stoppedAt == nil { emit("listeningStopped", ["captureId": id, "reason": "cancelled"]) }
             if let io = captures.removeValue(forKey: id) {
                 let uplink = io.uplink
                 jobs.append { await uplink.cancel() }
@@ -325,13 +351,17 @@ public actor TalkController {
             published.withLock { $0.lastReply = stream }
         case .feedReply(let runId):
             guard let stream = streams[runId], let chat = currentChat else { break }
+            if startedReplies.insert(runId).inserted { emit("replyStarted", ["runId": runId, "sessionKey": chat.sessionKey]) }
             await stream.feed(chat)
             if chat.state == .final || chat.state == .aborted || chat.state == .error {
                 streams.removeValue(forKey: runId)
                 reportWhenSpoken(stream)
+                startedReplies.remove(runId)
+                emit("replyFinished", ["runId": runId, "sessionKey": chat.sessionKey, "state": "\(chat.state)"])
             }
         case .closeReply(let runId):
             guard let stream = streams.removeValue(forKey: runId) else { break }
+            if startedReplies.remove(runId) != nil { emit("replyFinished", ["runId": runId, "state": "closed"]) }
             await stream.close()
             reportWhenSpoken(stream)
         case .rekeyReply(let from, let to):
@@ -347,6 +377,7 @@ public actor TalkController {
             w.detections += 1
             w.lastPhrase = d.phrase
             log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
+            emit("wake", ["phrase": d.phrase, "score": String(format: "%.2f", d.score)])
             return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
                               freshId: UUID().uuidString)
         case .resetWake:
@@ -365,10 +396,40 @@ public actor TalkController {
             wake?.lastOutcome = outcome
         case .log(let level, let category, let message):
             log.log(level, category, message)
+            if level >= .warning { lastWarning = message }
         case .wakeAt(let ms):
             armTimer(ms)
+        case .mutedChanged(let on, let announce):
+            onMuteChange?(on)
+            emit(on ? "muted" : "unmuted")
+            if announce { playCue(on ? .mute : .unmute) }
+        case .clearPreRoll:
+            preRoll.removeAll()
+            wake?.lookback.removeAll()
+        case .cue(let cue):
+            playCue(cue)
+            if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }
         }
         return nil
+    }
+
+    /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
+    private var lastWarning: String?
+
+    private func emit(_ name: String, _ fields: [String: String?] = [:]) {
+        guard let onEvent else { return }
+        onEvent(TalkEvent(name, fields.compactMapValues { $0 }))
+    }
+
+    func setEventHandler(_ f: (@Sendable (TalkEvent) -> Void)?) { onEvent = f }
+
+    private func playCue(_ cue: TalkCue) {
+        guard let pcm = sounds.sounds[cue] else { return }
+        let speech = self.speech
+        jobs.append {
+            guard await !speech.speakerState().playing else { return }
+            _ = await speech.playCue(pcm)
+        }
     }
 
     private func armTimer(_ ms: Int64) {
@@ -586,6 +647,29 @@ extension TalkController {
         await barrier()
     }
 
+    /// `clawvoice stop`: stop speaking now, as a barge-in would. True when something was playing.
+    @discardableResult
+    public nonisolated func stopSpeaking() async -> Bool {
+        await onLoop { talk in
+            let speaking = await talk.speech.speakerState().playing
+            await talk.step(.stopSpeaking(speaking: speaking))
+            return speaking
+        }
+    }
+
+    /// `clawvoice mute|unmute`: microphone and wake word off (on). `announce`: play its sound.
+    public nonisolated func setMuted(_ on: Bool, announce: Bool = true) async {
+        send(.input(.setMuted(on, announce: announce)))
+        await barrier()
+    }
+
+    public nonisolated var muted: Bool { published.withLock { $0.muted } }
+
+    /// Every TalkEvent from now on, on the loop (keep it quick: hand it on).
+    public nonisolated func observeEvents(_ f: @escaping @Sendable (TalkEvent) -> Void) async {
+        await onLoop { await $0.setEventHandler(f) }
+    }
+
     /// Waits until everything posted before it has been processed.
     public nonisolated func barrier() async { await onLoop { _ in () } }
 
@@ -630,6 +714,7 @@ extension TalkController {
 
     private func apply(_ c: TalkConfig) {
         config = c
+        sounds = FeedbackSounds(c.cues)
         preRoll = PreRollBuffer(milliseconds: c.preRollMs)
         machine.replaceSettings(Self.settings(c, wake: wake?.config, echo: Self.echoOn(c, echoReference)))
     }

@@ -42,6 +42,7 @@ public struct PTTError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func microphone(_ detail: String) -> PTTError {
         PTTError(code: "MICROPHONE_UNAVAILABLE", message: detail)
     }
+    public static let muted = PTTError(code: "MUTED", message: "the microphone is muted (clawvoice unmute)")
 }
 
 /// What the microphone looks like right now, for refusing a start with a reason.
@@ -184,6 +185,12 @@ public struct TalkMachine: Sendable {
         case turnSent(idempotencyKey: String, runId: String)
         /// Speak the reply of this run as it streams in.
         case followReply(runId: String)
+        /// `clawvoice stop` or its key: stop speaking now, as a barge-in would. `speaking`:
+        /// the speaker was playing (then the next prompt says where it was cut).
+        case stopSpeaking(speaking: Bool)
+        /// `clawvoice mute|unmute`: the microphone and the wake word off (on). `announce`: play
+        /// its sound (not when the muted state is restored at start).
+        case setMuted(Bool, announce: Bool)
         case tick
     }
 
@@ -229,6 +236,12 @@ public struct TalkMachine: Sendable {
         case log(LogLevel, String, String)
         /// Call back with `.tick` at this time (or earlier).
         case wakeAt(Int64)
+        /// The muted state changed: remember it, say so (sound when `announce`), publish it.
+        case mutedChanged(Bool, announce: Bool)
+        /// Forget the pre-roll and wake lookback (audio from before a mute).
+        case clearPreRoll
+        /// A sound for the user: the end of listening, an error.
+        case cue(TalkCue)
     }
 
     public private(set) var settings: Settings
@@ -241,6 +254,8 @@ public struct TalkMachine: Sendable {
     /// Bumped by cancels and session switches: results of an older generation are dropped.
     public private(set) var generation = 0
     public private(set) var pendingInterruption: String?
+    /// Microphone and wake word off (`clawvoice mute`): frames are dropped before anything hears them.
+    public private(set) var muted = false
     public private(set) var gatedFrames = 0
     public private(set) var bargeIns = 0
     private var bargeVoiceMs = 0
@@ -299,6 +314,7 @@ public struct TalkMachine: Sendable {
             relayFinished(id: id, finished, nowMs: nowMs, out: &out)
         case .delivered(let id, let status, let key):
             if status == .notQueued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
+            if status == .notQueued { out.append(.cue(.error)) }
             if case .ending(let c) = phase, c.id == id {
                 if case .wake = c.kind { lastWakeSendAtMs = nowMs }
                 // The transcript was recorded with the delivery; resolve with it.
@@ -329,6 +345,10 @@ public struct TalkMachine: Sendable {
             if final { replies.removeValue(forKey: runId) }
         case .followReply(let runId):
             follow(runId: runId, nowMs: nowMs, out: &out)
+        case .stopSpeaking(let speaking):
+            stopSpeaking(reason: "stop", measure: speaking, out: &out)
+        case .setMuted(let on, let announce):
+            setMuted(on, announce: announce, out: &out)
         case .turnSent(let key, let runId):
             if key != runId, let deadline = replies.removeValue(forKey: key) {
                 replies[runId] = deadline
@@ -353,7 +373,9 @@ public struct TalkMachine: Sendable {
             case .capturing(let c), .ending(let c):
                 out.append(.answer(token: token, .captureId(c.id)))
             case .idle:
-                if deferred.contains(where: { $0.command == .start || $0.command == .once }) {
+                if muted {
+                    out.append(.answer(token: token, .failed(.muted)))
+                } else if deferred.contains(where: { $0.command == .start || $0.command == .once }) {
                     out.append(.answer(token: token, .failed(.alreadyStarting)))
                 } else {
                     begin(.start, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
@@ -364,7 +386,9 @@ public struct TalkMachine: Sendable {
             case .capturing(let c), .ending(let c):
                 out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .busy))))
             case .idle:
-                if let d = deferred.first(where: { $0.command == .start || $0.command == .once }) {
+                if muted {
+                    out.append(.answer(token: token, .failed(.muted)))
+                } else if let d = deferred.first(where: { $0.command == .start || $0.command == .once }) {
                     out.append(.answer(token: token, .result(PTTResult(captureId: d.freshId, status: .busy))))
                 } else {
                     begin(.once, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
@@ -467,6 +491,7 @@ public struct TalkMachine: Sendable {
     private mutating func end(_ c: Capture, reason: String, out: inout [Action]) {
         phase = .ending(c)
         out.append(.finishCapture(id: c.id))
+        out.append(.cue(.endOfListening))
         if reason != "stop" { out.append(.log(.info, "talk", "capture \(c.id) ends: \(reason)")) }
     }
 
@@ -495,6 +520,8 @@ public struct TalkMachine: Sendable {
     // MARK: frames
 
     private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, nowMs: Int64, out: inout [Action]) {
+        // Muted: nothing hears the frame (no capture, pre-roll, wake or barge-in).
+        if muted { return }
         switch phase {
         case .capturing(var c):
             // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
@@ -556,10 +583,37 @@ public struct TalkMachine: Sendable {
         guard bargeVoiceMs >= (settings.headset ? settings.bargeInMs : settings.echoBargeInMs) else { return }
         bargeVoiceMs = 0
         bargeIns += 1
+        stopSpeaking(reason: nil, measure: true, out: &out)
+    }
+
+    /// A barge-in's effect (also `clawvoice stop`): the replies being followed are closed, the
+    /// speaker stops, and, when it was playing, the next prompt says where it was cut.
+    /// A capture in progress is left alone.
+    private mutating func stopSpeaking(reason: String?, measure: Bool, out: inout [Action]) {
         generation += 1
-        out.append(.measureBargeIn)
+        if measure { out.append(.measureBargeIn) }
         out.append(contentsOf: closeAllReplies())
         out.append(.stopSpeech)
+        if let reason { out.append(.log(.info, "talk", "\(reason): speech stopped")) }
+    }
+
+    private mutating func setMuted(_ on: Bool, announce: Bool, out: inout [Action]) {
+        guard on != muted else { return }
+        muted = on
+        if on {
+            // The capture in progress and the commands waiting for the microphone end now.
+            switch phase {
+            case .capturing(let c), .ending(let c): discard(c, reason: "cancelled: muted", out: &out)
+            case .idle: break
+            }
+            for d in deferred { out.append(.answer(token: d.token, .failed(.muted))) }
+            deferred.removeAll()
+            bargeVoiceMs = 0
+            out.append(.clearPreRoll)
+            out.append(.resetWake)
+        }
+        out.append(.mutedChanged(on, announce: announce))
+        out.append(.log(.info, "talk", on ? "muted: microphone and wake word off" : "unmuted"))
     }
 
     private mutating func closeAllReplies() -> [Action] {
@@ -571,11 +625,12 @@ public struct TalkMachine: Sendable {
     // MARK: wake
 
     private mutating func wake_(phrase: String, triggers: [String], routed: String?, freshId: String, nowMs: Int64, out: inout [Action]) {
-        guard isIdle, deferred.isEmpty else {
+        guard isIdle, deferred.isEmpty, !muted else {
             out.append(.wakeOutcome("busy"))
             return
         }
         if let e = notReady() {
+            out.append(.cue(.error))
             out.append(.wakeOutcome("failed: \(e)"))
             out.append(.resetWake)
             out.append(.log(.warning, "wake", "no capture after \"\(phrase)\": \(e)"))
@@ -685,6 +740,7 @@ public struct TalkMachine: Sendable {
             let e = notReady() ?? .gatewayNotConnected("timed out")
             out.append(.answer(token: d.token, .failed(e)))
         }
+        if !due.isEmpty { out.append(.cue(.error)) }
         for (runId, deadline) in replies where deadline <= nowMs {
             replies.removeValue(forKey: runId)
             out.append(.closeReply(runId: runId))

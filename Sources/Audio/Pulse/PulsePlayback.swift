@@ -28,6 +28,7 @@ public final class PulsePlayback: @unchecked Sendable {
     private var current: PlaybackSession?
     private var observerID: Int?
     private var lastFirstWriteAt: ContinuousClock.Instant?
+    private var volumeLocked = 100
 
     public init(connection: PulseConnection, sink: String? = nil, targetLatencyMs: Int = 60) {
         self.connection = connection
@@ -43,6 +44,19 @@ public final class PulsePlayback: @unchecked Sendable {
         connection.withLock {
             if let observerID { connection.removeObserver(observerID) }
             current?.stop()
+        }
+    }
+
+    /// The level of our own playback streams in percent of PulseAudio's normal volume (as
+    /// `pactl` shows it; 100 is unchanged). Every new stream starts at it.
+    public var volumePercent: Int { connection.withLock { volumeLocked } }
+
+    /// Sets the level of our playback: the stream playing now changes at once (its sink input's
+    /// volume), and every later stream starts at it. Clamped to 0…150.
+    public func setVolume(percent: Int) {
+        connection.withLock {
+            volumeLocked = min(max(percent, 0), 150)
+            current?.applyVolume(volumeLocked)
         }
     }
 
@@ -71,6 +85,7 @@ public final class PulsePlayback: @unchecked Sendable {
         let session = PlaybackSession(connection: connection, format: format, sink: sink,
                                       targetLatencyMs: targetLatencyMs)
         connection.withLock {
+            session.volumePercent = volumeLocked
             if let previous = current {
                 lastFirstWriteAt = previous.firstWriteAt
                 previous.stop()
@@ -133,6 +148,8 @@ public final class PlaybackSession: @unchecked Sendable {
     private var connectWaiter: CheckedContinuation<Void, any Error>?
     private var finishWaiters: [CheckedContinuation<PlaybackOutcome, any Error>] = []
     private(set) var firstWriteAt: ContinuousClock.Instant?
+    /// Lock held: the stream's level, set before it connects.
+    var volumePercent = 100
 
     init(connection: PulseConnection, format: AudioFormat, sink: String?, targetLatencyMs: Int) {
         self.connection = connection
@@ -238,13 +255,30 @@ public final class PlaybackSession: @unchecked Sendable {
         let targetBytes = format.frames(milliseconds: targetLatencyMs) * format.bytesPerFrame
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32(targetBytes), prebuf: UInt32.max,
                                   minreq: UInt32.max, fragsize: UInt32.max)
-        let result: Int32
-        if let sink {
-            result = sink.withCString { pa_stream_connect_playback(s, $0, &attr, PA_STREAM_ADJUST_LATENCY, nil, nil) }
-        } else {
-            result = pa_stream_connect_playback(s, nil, &attr, PA_STREAM_ADJUST_LATENCY, nil, nil)
+        // At 100 the server's own choice stands (module-stream-restore, a level set in pavucontrol).
+        var volume = Self.cvolume(volumePercent, channels: format.channels)
+        let result: Int32 = withUnsafeMutablePointer(to: &volume) { v in
+            let level = volumePercent == 100 ? nil : v
+            if let sink { return sink.withCString { pa_stream_connect_playback(s, $0, &attr, PA_STREAM_ADJUST_LATENCY, level, nil) } }
+            return pa_stream_connect_playback(s, nil, &attr, PA_STREAM_ADJUST_LATENCY, level, nil)
         }
         if result < 0 { end(.failed(errorForFailure(call: "pa_stream_connect_playback"))) }
+    }
+
+    /// PulseAudio's volume for `percent` (PA_VOLUME_NORM = 0x10000 is 100%), on every channel.
+    static func cvolume(_ percent: Int, channels: Int) -> pa_cvolume {
+        var v = pa_cvolume()
+        pa_cvolume_set(&v, UInt32(max(channels, 1)), pa_volume_t(UInt64(0x10000) * UInt64(max(percent, 0)) / 100))
+        return v
+    }
+
+    /// Lock held. Changes the level of this stream while it plays.
+    func applyVolume(_ percent: Int) {
+        volumePercent = percent
+        guard let s = stream, PA_STREAM_IS_GOOD(pa_stream_get_state(s)) != 0, pa_stream_get_state(s) == PA_STREAM_READY,
+              let (ctx, _) = connection.readyContext else { return }
+        var volume = Self.cvolume(percent, channels: format.channels)
+        if let op = pa_context_set_sink_input_volume(ctx, pa_stream_get_index(s), &volume, nil, nil) { pa_operation_unref(op) }
     }
 
     private func streamStateChanged(_ s: OpaquePointer?) {

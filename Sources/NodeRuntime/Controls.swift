@@ -1,0 +1,83 @@
+// The node's controls besides push-to-talk: stop speaking, mute/unmute, volume. One value per
+// control, parsed from the control socket or a key press; NodeDaemon.control carries it out.
+// Also the keys bound to them (ptt.stopKey, muteKey, volumeUpKey, volumeDownKey): one evdev
+// reader per key, each press one control.
+
+import Buttons
+import Foundation
+import GatewayProtocol
+
+public enum NodeControl: Sendable, Equatable {
+    case stop
+    case mute(Bool)
+    case toggleMute
+    /// Set the level (percent), or change it by a delta.
+    case volume(set: Int?, change: Int?)
+
+    /// The control-socket request for it (and back, in `parse`).
+    public var request: JSONValue {
+        switch self {
+        case .stop: return ["cmd": "stop"]
+        case .mute(let on): return ["cmd": on ? "mute" : "unmute"]
+        case .toggleMute: return ["cmd": "mute", "toggle": true]
+        case .volume(let set, let change):
+            var o: [String: JSONValue] = ["cmd": "volume"]
+            if let set { o["set"] = .number(Double(set)) }
+            if let change { o["change"] = .number(Double(change)) }
+            return .object(o)
+        }
+    }
+
+    public static func parse(_ r: JSONValue) -> NodeControl? {
+        switch r["cmd"]?.stringValue {
+        case "stop": return .stop
+        case "mute": return r["toggle"]?.boolValue == true ? .toggleMute : .mute(true)
+        case "unmute": return .mute(false)
+        case "volume": return .volume(set: r["set"]?.intValue.map(Int.init), change: r["change"]?.intValue.map(Int.init))
+        default: return nil
+        }
+    }
+
+    /// `clawvoice volume` argument: `N` (0–150), `+N` or `-N`; nil (no argument) only reads.
+    public static func volumeArgument(_ arg: String?) -> NodeControl? {
+        guard let arg else { return .volume(set: nil, change: nil) }
+        let t = arg.hasSuffix("%") ? String(arg.dropLast()) : arg
+        if t.hasPrefix("+") || t.hasPrefix("-") {
+            guard let n = Int(t.dropFirst()), n >= 0, n <= 150 else { return nil }
+            return .volume(set: nil, change: t.hasPrefix("-") ? -n : n)
+        }
+        guard let n = Int(t), (0...150).contains(n) else { return nil }
+        return .volume(set: n, change: nil)
+    }
+
+    /// The new level for `.volume` from the current one: set wins, else current + change, in 0…150.
+    public static func level(current: Int, set: Int?, change: Int?) -> Int {
+        min(max(set ?? current + (change ?? 0), 0), 150)
+    }
+}
+
+/// The keys bound to controls: each a reader in hold mode whose press (`.start`) is one control;
+/// releases and a device going away do nothing.
+enum ControlKeys {
+    static let volumeStep = 5
+
+    static func bindings(_ p: ClawConfig.PTT) -> [(key: String, control: NodeControl)] {
+        var b: [(String, NodeControl)] = []
+        if let k = p.stopKey { b.append((k, .stop)) }
+        if let k = p.muteKey { b.append((k, .toggleMute)) }
+        if let k = p.volumeUpKey { b.append((k, .volume(set: nil, change: volumeStep))) }
+        if let k = p.volumeDownKey { b.append((k, .volume(set: nil, change: -volumeStep))) }
+        return b
+    }
+
+    static func services(_ p: ClawConfig.PTT, onPress: @escaping @Sendable (NodeControl) -> Void) throws(ButtonsError) -> [PTTButtonService] {
+        try bindings(p).map { (b) throws(ButtonsError) -> PTTButtonService in
+            try PTTButtonService(device: p.device ?? "auto", key: b.key, mode: .hold, onAction: press(b.control, onPress))
+        }
+    }
+
+    /// A key in hold mode says `.start` on each press; the release (and a lost device) say `.stop`.
+    static func press(_ control: NodeControl, _ onPress: @escaping @Sendable (NodeControl) -> Void) -> @Sendable (PTTKeyAction) -> Void {
+        { action in if action == .start { onPress(control) } }
+    }
+}
