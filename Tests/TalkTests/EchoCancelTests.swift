@@ -68,16 +68,22 @@ extension TalkAudio {
 
     static let reply = "Here is the forecast for the whole week. Monday will be sunny and warm, Tuesday brings clouds in the afternoon, and on Wednesday there will be rain from the morning until late in the evening."
 
+    /// A rig whose speaker is looped into its microphone, speaking the long reply.
+    static func speakIntoTheRoom(headset: Bool, echoCancel: Bool) async throws -> (TalkRig, String, Task<SpeechReport, Never>) {
+        let rig = try await TalkRig.make(speakReplies: false, headset: headset, echoCancel: echoCancel)
+        try await rig.waitForMicrophone()
+        let loop = try loopSpeakerIntoMicrophone()
+        try await Task.sleep(for: .milliseconds(300))
+        let speech = rig.speech
+        return (rig, loop, Task { await speech.speak(reply, route: .local) })
+    }
+
     @Test(arguments: [false, true])
     func `the node's own voice does not barge in when its echo is cancelled; it does when not`(echoCancel: Bool) async throws {
         // A "headset" without cancellation listens for barge-in while speaking: the control case.
-        let rig = try await TalkRig.make(speakReplies: false, headset: !echoCancel, echoCancel: echoCancel)
+        let (rig, loop, speaking) = try await Self.speakIntoTheRoom(headset: !echoCancel, echoCancel: echoCancel)
         defer { Task { await rig.shutdown() } }
-        try await rig.waitForMicrophone()
-        let loop = try Self.loopSpeakerIntoMicrophone()
         defer { Self.unload(loop) }
-        try await Task.sleep(for: .milliseconds(300))
-        let speaking = Task { await rig.speech.speak(Self.reply, route: .local) }
         try await Task.sleep(for: .seconds(5))
         let bargeIns = rig.talk.bargeIns
         await rig.speech.stop()
@@ -91,13 +97,9 @@ extension TalkAudio {
     }
 
     @Test func `a person talking over the loudspeaker stops it`() async throws {
-        let rig = try await TalkRig.make(speakReplies: false, echoCancel: true)
+        let (rig, loop, speaking) = try await Self.speakIntoTheRoom(headset: false, echoCancel: true)
         defer { Task { await rig.shutdown() } }
-        try await rig.waitForMicrophone()
-        let loop = try Self.loopSpeakerIntoMicrophone()
         defer { Self.unload(loop) }
-        try await Task.sleep(for: .milliseconds(300))
-        let speaking = Task { await rig.speech.speak(Self.reply, route: .local) }
         try await Task.sleep(for: .seconds(3))
         #expect(rig.talk.bargeIns == 0)
         let person = try Signal.speech("wait, stop, what about the weekend")
