@@ -69,8 +69,8 @@ public struct SetupCode: Sendable, Equatable, CustomStringConvertible {
         guard let object = json.objectValue else { throw .notJSONObject }
 
         guard let urlValue = object["url"], urlValue != .null else { throw .missingURL }
-        guard let url = urlValue.stringValue else { throw .invalidURL(field: "url") }
-        try checkGatewayURL(url, field: "url")
+        guard let given = urlValue.stringValue else { throw .invalidURL(field: "url") }
+        let url = try checkGatewayURL(given, field: "url")
 
         var urls: [String] = []
         if let urlsValue = object["urls"], urlsValue != .null {
@@ -79,8 +79,7 @@ public struct SetupCode: Sendable, Equatable, CustomStringConvertible {
             guard array.count <= maxURLs else { throw .invalidURLList("has \(array.count) entries (at most \(maxURLs))") }
             for (i, item) in array.enumerated() {
                 guard let s = item.stringValue else { throw .invalidURL(field: "urls[\(i)]") }
-                try checkGatewayURL(s, field: "urls[\(i)]")
-                urls.append(s)
+                urls.append(try checkGatewayURL(s, field: "urls[\(i)]"))
             }
         }
 
@@ -107,7 +106,9 @@ public struct SetupCode: Sendable, Equatable, CustomStringConvertible {
         return SetupCode(url: url, urls: urls, bootstrapToken: token, expiresAtMs: expiresAtMs, tlsFingerprint: fingerprint)
     }
 
-    private static func checkGatewayURL(_ s: String, field: String) throws(SetupCodeError) {
+    /// The URL with its scheme lowercased (schemes are case-insensitive, and everything after
+    /// this tells TLS from plain by `wss://`), or the reason it is not a gateway URL.
+    private static func checkGatewayURL(_ s: String, field: String) throws(SetupCodeError) -> String {
         guard let components = URLComponents(string: s), let scheme = components.scheme else {
             throw .invalidURL(field: field)
         }
@@ -115,6 +116,7 @@ public struct SetupCode: Sendable, Equatable, CustomStringConvertible {
             throw .unsupportedScheme(field: field, scheme: scheme)
         }
         guard let host = components.host, !host.isEmpty else { throw .invalidURL(field: field) }
+        return scheme.lowercased() + s.dropFirst(scheme.count)
     }
 }
 

@@ -23,6 +23,15 @@ private func code(_ json: String) -> String { Base64URL.encode(Array(json.utf8))
         }
     }
 
+    /// fuzz/regressions/setup-code/upper-case-scheme: "wsS://" was accepted but kept as written,
+    /// so code that tells TLS by `wss://` would have taken it for plain text.
+    @Test func `a scheme in any case is accepted and written in lower case`() throws {
+        let setup = try SetupCode.parse(code(#"{"url":"WsS://gw.example:443","urls":["WS://10.0.0.2:18789"],"bootstrapToken":"abc"}"#),
+                                        nowMs: beforeExpiry)
+        #expect(setup.url == "wss://gw.example:443")
+        #expect(setup.urls == ["ws://10.0.0.2:18789"])
+    }
+
     @Test func `an expired code names the expiry time and the fix`() {
         for now in [specExpiry, specExpiry + 1] {
             #expect(throws: SetupCodeError.expired(atMs: specExpiry)) { try SetupCode.parse(specCode, nowMs: now) }
