@@ -4,7 +4,7 @@
     make wake-eval      (= models/training/evaluate.sh: builds the set, runs the release binary, writes the report)
 
 The held-out set is voiced by an engine training never touches: flite's `awb` and `rms` voices
-(flite's kal, kal16 and slt share speakers with festival's voices and are never used; festival
+(flite's kal, kal16 and slt share speakers with another held-out engine and are never used; that engine
 is never used at all). Training (train_head.py) uses espeak-ng, Piper and Pico only.
   text      docstring sentences from the 1-in-4 stdlib modules training never read (CRC split)
   speakers  flite awb / rms with duration stretch 0.8-1.3 and pitch mean and range jittered
@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TRIGGERS = ["openclaw", "claude", "computer"]
 SR = 16000
-EVAL_VOICES = ["awb", "rms"]            # flite; never kal, kal16 or slt (festival's speakers)
+EVAL_VOICES = ["awb", "rms"]            # flite; never kal, kal16 or slt (held-out speakers)
 SNRS = ["clean", "20 dB", "10 dB", "5 dB"]
 
 
@@ -399,8 +399,8 @@ def main():
              "(= `swift build -c release` and `bash models/training/evaluate.sh`; the set is built once (22 min here, with other builds running) and cached in",
              "models/training/eval-flite/; the run itself takes about 5 minutes.)", ""] + ([args.note, ""] if args.note else []) + [
              "## The held-out set: voices training never heard", "",
-             "- engine: **flite**, voices `awb` and `rms` only (flite's kal, kal16 and slt share speakers with festival and are "
-             "never used; festival is never used). Training uses espeak-ng, Piper (joe) and SVOX Pico only; thresholds come "
+             "- engine: **flite**, voices `awb` and `rms` only (flite's kal, kal16 and slt share speakers with another held-out engine and are "
+             "never used, nor is that engine). Training uses espeak-ng, Piper (joe) and SVOX Pico only; thresholds come "
              "from validation on those engines.",
              "- speakers: duration stretch 0.8–1.3, pitch mean ×0.8–1.3 and range jittered per utterance",
              "- text: sentences from Python standard-library docstrings in the 1-in-4 modules training never read; "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains one wake head: models/training/train.sh "hey claw"   (what `make wake-model TRIGGER="hey claw"` runs)
 # Creates models/training/.venv from requirements.txt on first use, renders the trigger, near misses
-# and ordinary speech with espeak-ng, Piper and Pico (never flite or festival: those are held out for
+# and ordinary speech with espeak-ng, Piper and Pico (never flite or the other held-out engine: those are held out for
 # make wake-eval), computes the frozen front end's embeddings once (cached in .cache/), trains the
 # head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
 # Progress and ETAs are printed throughout; models/README.md gives the measured time.

@@ -597,7 +597,7 @@ def main():
             "recipe": f"models/training/train_head.py v{RECIPE_VERSION}",
             "command": f'make wake-model TRIGGER="{trigger}"', "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
-            "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used), festival never used",
+            "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.epochs,
             "seconds": round(time.time() - t_start),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),

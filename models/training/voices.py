@@ -2,8 +2,8 @@
 Pico (ttspico, en-US and en-GB), all offline with their weights inside the packages. Each
 `render(text, rng)` picks its own random speaker settings and returns 16 kHz int16 audio.
 
-HELD OUT, never used here: flite (every voice) and festival. evaluate.py speaks with flite's
-awb and rms voices only; kal, kal16 and slt share speakers with festival and are never used.
+HELD OUT, never used here: flite (every voice) and the engine it shares speakers with. evaluate.py speaks with flite's
+awb and rms voices only; kal, kal16 and slt share speakers with that engine and are never used.
 """
 import numpy as np
 
