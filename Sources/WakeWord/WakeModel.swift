@@ -25,12 +25,8 @@ public struct WakeModelManifest: Codable, Sendable, Equatable {
         public var output: String
     }
 
-    public struct Tensor: Codable, Sendable, Equatable {
-        public var name: String
-        public var shape: [Int]
-        /// Offset in float32 values (not bytes) from the start of the weights file.
-        public var offset: Int
-    }
+    /// Named like the front end's: name, shape and offset in float32 values (not bytes).
+    public typealias Tensor = FrontEndManifest.Tensor
 
     public var format: String
     public var version: Int
