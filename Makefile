@@ -72,22 +72,20 @@ fuzz: deps
 fuzz-long: deps
 	nice -n 10 bash fuzz/run.sh --runs $(FUZZ_LONG_RUNS)
 
-# The Swift test run goes last so its summary closes the output. Audio tests run against a
-# private PulseAudio with null sinks (tests/audio/pulse-server.sh), never the desktop's.
-# Tests run one at a time: many measure real time (50 ms to silence, 60 ms of speech length,
-# reconnects) and two cores shared by parallel suites made those figures noise.
+# The Swift test run goes last so its summary closes the output. Audio tests run against
+# private PulseAudio servers with null sinks (tests/audio/pulse-server.sh), never the desktop's.
+# tests/swift-test.sh runs them side by side, then the real-time figures one at a time.
+# Each phase says when it ended, counted from the start of the build.
 test: deps $(PEER_VENV)/.ready
+	@mkdir -p .build && date +%s >.build/test-started
 	swift build --build-tests $(SWIFT_FLAGS)
+	@echo "make test: built at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
+	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
 	$(MAKE) --no-print-directory fuzz
-	@eval "$$(bash tests/audio/pulse-server.sh start)"; echo "make: private PulseAudio at $$PULSE_SERVER"; \
-	set -o pipefail; swift test --skip-build --no-parallel $(SWIFT_FLAGS) 2>&1 | tee .build/swift-test.log; status=$$?; \
-	bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
-	CLAWVOICE_PULSE_DIR=/tmp/clawvoice-pulse-talk-$$(id -u) bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; \
-	[ $$status -eq 0 ] && { \
-	  n=$$(grep -oE 'Test run with [0-9]+ tests' .build/swift-test.log | tail -1 | grep -oE '[0-9]+'); \
-	  echo "swift-test: $${n:-0} passed, 0 failed"; }
+	@echo "make test: fuzzing done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
+	bash tests/swift-test.sh $(SWIFT_FLAGS)
 
 # The binary finds its models in ../share/clawvoice/models from its own real path; the unit
 # runs the installed binary. `clawvoice service install` then enables it.

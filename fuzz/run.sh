@@ -9,7 +9,7 @@
 # never modifies the repository. Inputs that once crashed a target live in
 # fuzz/regressions/TARGET/ and are replayed before it fuzzes. Binaries, full libFuzzer logs and
 # crash artifacts go to .build/fuzz/. Exits non-zero when a target crashes (or a build fails);
-# one summary line per target, then a total.
+# one summary line per target, then a total. Targets run FUZZ_JOBS (default: the core count) at a time.
 set -euo pipefail
 
 usage() { echo "usage: fuzz/run.sh [SECONDS | --runs N] [TARGET...]   (targets: frame setup-code json5 clip wake-wav control)" >&2; exit 2; }
@@ -77,45 +77,60 @@ build() {
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/clawvoice-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-failed=0
-total_runs=0
-for t in "${targets[@]}"; do
-    build "$t"
-    bin="$out/$t-fuzz"
-    log="$out/$t-last-run.log"
+
+# One target: build it, replay its kept regressions, fuzz it. Its summary line goes to
+# $work/T.summary, its exit status to $work/T.status, its runs to $work/T.runs.
+run_target() {
+    local t="$1" bin="$out/$1-fuzz" log="$out/$1-last-run.log"
+    if ! build "$t"; then
+        echo "fuzz: $t: the build failed" >"$work/$t.summary"; echo 1 >"$work/$t.status"; return
+    fi
     # Replay the inputs that crashed this target once.
     if compgen -G "fuzz/regressions/$t/*" >/dev/null; then
         if ! SWIFT_BACKTRACE=enable=no "$bin" fuzz/regressions/"$t"/* >"$out/$t-regressions.log" 2>&1; then
             tail -n 40 "$out/$t-regressions.log" >&2
-            echo "fuzz: $t: a kept regression input crashes again (log: $out/$t-regressions.log)"
-            failed=1
-            continue
+            echo "fuzz: $t: a kept regression input crashes again (log: $out/$t-regressions.log)" >"$work/$t.summary"
+            echo 1 >"$work/$t.status"; return
         fi
     fi
     mkdir -p "$work/$t"
     cp fuzz/corpus/"$t"/* "$work/$t/"
-    limit=(-max_total_time="$seconds")
-    [[ -n "$runs" ]] && limit=(-runs="$runs")
-    if [[ -n "$runs" ]]; then what="$runs inputs"; else what="for $seconds s"; fi
+    local limit=(-max_total_time="$seconds") what="for $seconds s"
+    if [[ -n "$runs" ]]; then limit=(-runs="$runs"); what="$runs inputs"; fi
     echo "fuzz: $t: running $what (log: $log)" >&2
-    set +e
+    local status=0
     # The Swift backtracer trips AddressSanitizer after a fatalError; the libFuzzer report is enough.
     SWIFT_BACKTRACE=enable=no "$bin" "$work/$t" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-        -artifact_prefix="$root/$out/artifacts/$t-" >"$log" 2>&1
-    status=$?
-    set -e
+        -artifact_prefix="$root/$out/artifacts/$t-" >"$log" 2>&1 || status=$?
     if (( status != 0 )); then
         tail -n 60 "$log" >&2
+        local artifact
         artifact="$(grep -o "Test unit written to .*" "$log" | tail -n 1 | sed 's/Test unit written to //')"
-        echo "fuzz: $t: CRASH (exit $status)${artifact:+; reproduce with $bin $artifact}"
-        failed=1
-        continue
+        echo "fuzz: $t: CRASH (exit $status)${artifact:+; reproduce with $bin $artifact}" >"$work/$t.summary"
+        echo 1 >"$work/$t.status"; return
     fi
+    local n secs cov
     n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
     secs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n 1)"
     cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')"
-    echo "fuzz: $t: ${n:-?} runs in ${secs:-$seconds} s, coverage ${cov:-?} edges, no crash"
-    total_runs=$(( total_runs + ${n:-0} ))
+    echo "fuzz: $t: ${n:-?} runs in ${secs:-$seconds} s, coverage ${cov:-?} edges, no crash" >"$work/$t.summary"
+    echo "${n:-0}" >"$work/$t.runs"
+    echo 0 >"$work/$t.status"
+}
+
+# Targets run FUZZ_JOBS at a time (default: one per core); each fuzzer is one process on one core.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+    while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+    run_target "$t" &
+done
+wait
+failed=0
+total_runs=0
+for t in "${targets[@]}"; do
+    cat "$work/$t.summary" 2>/dev/null || echo "fuzz: $t: no result"
+    [[ "$(cat "$work/$t.status" 2>/dev/null)" == 0 ]] || failed=1
+    total_runs=$(( total_runs + $(cat "$work/$t.runs" 2>/dev/null || echo 0) ))
 done
 if (( failed )); then
     echo "fuzz: FAILED"

@@ -144,7 +144,10 @@ public enum Demo {
             let words = try SpeechSynthesizer.synthesize(sentence, settings: VoiceSettings())
             _ = try await mic.play(PCMBuffer(format: words.format, samples: words.samples
                                              + [Int16](repeating: 0, count: words.format.sampleRateHz * words.format.channels * 3)))
-            let deadline = ContinuousClock.now + .seconds(20)
+            // The sentence and 3 s of silence have played: a detection has happened by now, or
+            // none will; a turn that was heard is sent once its capture ends (within 20 s).
+            let heard = (await node.talk.wakeStatus?.detections ?? 0) > (status.detections)
+            let deadline = ContinuousClock.now + .seconds(heard ? 20 : 0)
             while await gateway.requests(method: "chat.send").count == sendsBefore && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }

@@ -316,6 +316,7 @@ public actor TalkController {
     private func perform(_ action: TalkMachine.Action) async -> TalkMachine.Input? {
         switch action {
         case .answer(let token, let answer):
+            publish()  // first: the caller's next status read must show what its command did
             answers.removeValue(forKey: token)?.resume(returning: answer)
         case .stopSpeech:
             await speech.stop()

@@ -351,7 +351,7 @@ private func requestIds(in text: String) -> [String] {
     @Test func `the demo pairs, runs talk.ptt.once on a virtual microphone and speaks the echo`() async throws {
         let env = try CLIEnvironment()
         let wav = env.scratch.sub("demo.wav")
-        let o = try await env.run(["demo", "--out", wav], timeout: .seconds(60))
+        let o = try await env.run(["demo", "--out", wav], timeout: .seconds(120))
         #expect(o.status == 0, "\(o)")
         #expect(o.stdout.contains("Paired: node and operator connected"), "\(o)")
         #expect(o.stdout.contains("\"status\":\"queued\""), "\(o)")

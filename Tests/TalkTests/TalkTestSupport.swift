@@ -11,29 +11,59 @@ import Store
 import Talk
 import Testing
 
-/// Every talk suite that plays, records, or kills the talk tests' PulseAudio nests in here, so
-/// they run one at a time: they share one server, its speaker and its microphone.
-@Suite(.serialized) struct TalkAudio {}
+/// Every talk suite that plays, records, or kills a PulseAudio nests in here. Each test case
+/// gets a private server of its own (started when it first asks, stopped when it ends), so the
+/// cases run side by side without sharing a microphone or a speaker.
+@Suite(.privateTalkServer) struct TalkAudio {}
+
+/// Gives each test case under it its own talk server: `TalkPulse.dir` names it for the case.
+struct PrivateTalkServer: SuiteTrait, TestTrait, TestScoping {  // TestTrait too: a recursive suite trait must be one (swift-testing#1048)
+    var isRecursive: Bool { true }
+
+    func provideScope(for test: Test, testCase: Test.Case?,
+                      performing function: @Sendable () async throws -> Void) async throws {
+        guard testCase != nil else { return try await function() }
+        let dir = TalkPulse.newDirectory()
+        defer { TalkPulse.stop(dir) }
+        try await TalkPulse.$current.withValue(dir) { try await function() }
+    }
+}
+
+extension Trait where Self == PrivateTalkServer {
+    static var privateTalkServer: Self { PrivateTalkServer() }
+}
 
 enum TalkPulse {
-    /// One server per test process (two test runs at once must not share a microphone), stopped at exit.
-    static let dir: String = {
-        let d = ProcessInfo.processInfo.environment["CLAWVOICE_TALK_PULSE_DIR"] ?? "/tmp/clawvoice-pulse-talk-\(getpid())"
-        atexit { TalkPulse.stopAtExit() }
-        return d
+    /// The server of the running test case (set by `PrivateTalkServer`).
+    @TaskLocal static var current: String?
+    private static let started = Mutex<Set<String>>([])
+    private static let counter = Mutex(0)
+    /// Short (a socket path has 108 bytes), per process, so two test runs never share one.
+    private static let base: String = {
+        let b = ProcessInfo.processInfo.environment["CLAWVOICE_TALK_PULSE_DIR"] ?? "/tmp/cvt-\(getpid())"
+        atexit { TalkPulse.stopAll() }
+        return b
     }()
+
+    static func newDirectory() -> String {
+        let n = counter.withLock { $0 += 1; return $0 }
+        return "\(base)-\(n)"
+    }
+
+    static var dir: String {
+        guard let current else { fatalError("TalkPulse is used outside a TalkAudio test case") }
+        return current
+    }
     static var server: String { "unix:\(dir)/native" }
 
-    static func stopAtExit() {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", "stop"]
-        p.environment = ["CLAWVOICE_PULSE_DIR": dir, "PATH": "/usr/bin:/bin"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try? p.run()
-        p.waitUntilExit()
+    static func stop(_ dir: String) {
+        guard started.withLock({ $0.remove(dir) }) != nil else { return }
+        script("stop", dir)
         try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func stopAll() {
+        for d in started.withLock({ $0 }) { stop(d) }
     }
 
     static var repoRoot: String {
@@ -42,30 +72,36 @@ enum TalkPulse {
         return url.path
     }
 
-    /// Starts (idempotently) the talk tests' own PulseAudio, waiting off the cooperative pool.
-    static func ensure() async throws {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-            DispatchQueue.global().async {
-                do { try ensureBlocking(); c.resume() } catch { c.resume(throwing: error) }
-            }
-        }
-    }
-
-    static func ensureBlocking() throws {
+    @discardableResult
+    private static func script(_ verb: String, _ dir: String) -> Int32 {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", "start"]
+        p.arguments = [repoRoot + "/tests/audio/pulse-server.sh", verb]
         var env = ProcessInfo.processInfo.environment
         env["CLAWVOICE_PULSE_DIR"] = dir
         p.environment = env
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        guard (try? p.run()) != nil else { return -1 }
         p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw TestFailure("tests/audio/pulse-server.sh start failed (\(p.terminationStatus))") }
+        return p.terminationStatus
     }
 
-    /// Kills the talk tests' server the hard way, as a crash would.
+    /// Starts (idempotently) this test case's PulseAudio, waiting off the cooperative pool.
+    static func ensure() async throws {
+        let dir = dir  // read here: the task-local value does not cross into the dispatch queue
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                started.withLock { _ = $0.insert(dir) }
+                let status = script("start", dir)
+                if status == 0 { c.resume() } else {
+                    c.resume(throwing: TestFailure("tests/audio/pulse-server.sh start failed (\(status))"))
+                }
+            }
+        }
+    }
+
+    /// Kills this test case's server the hard way, as a crash would.
     static func kill() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")

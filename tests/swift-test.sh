@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# swift-test.sh: runs the Swift test suites for `make test`, in two rounds.
+#
+#   tests/swift-test.sh [swift test flags...]
+#
+# Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
+# suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
+# the CPU, and each talk test case has a PulseAudio of its own (TalkAudio's trait), so they do
+# not share a microphone. Round 2 runs, one at a time on a quiet machine, the suites whose
+# assertions are real-time figures that a busy CPU would turn into noise (echo cancellation
+# converging, a speaker silenced within 50 ms, a clip's length heard at the speaker, playback lag).
+# Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
+quiet='EchoCancelTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
+'|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'
+width="${TEST_WIDTH:-4}"
+log=.build/swift-test.log
+: >"$log"
+
+# The audio module's tests use this server (their own restart tests kill it); per run, never a fixed path.
+export CLAWVOICE_PULSE_DIR="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
+eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: the private PulseAudio did not start" >&2; exit 1; }
+trap 'bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; rm -rf "$CLAWVOICE_PULSE_DIR"' EXIT
+echo "swift-test: private PulseAudio at $PULSE_SERVER"
+
+started=$SECONDS
+echo "swift-test: round 1, up to $width tests at a time (all but round 2's)"
+SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="$width" \
+    swift test --skip-build --parallel --skip "$quiet" "$@" 2>&1 | tee -a "$log"
+first=${PIPESTATUS[0]}
+round1=$((SECONDS - started))
+
+echo "swift-test: round 2, one at a time: ${quiet//|/, }"
+swift test --skip-build --no-parallel --filter "$quiet" "$@" 2>&1 | tee -a "$log"
+second=${PIPESTATUS[0]}
+round2=$((SECONDS - started - round1))
+
+passed=$(grep -oE 'Test run with [0-9]+ tests' "$log" | awk '{ n += $4 } END { print n + 0 }')
+echo "swift-test: rounds took ${round1} s and ${round2} s"
+if [[ $first -eq 0 && $second -eq 0 ]]; then
+    echo "swift-test: ${passed:-0} passed, 0 failed"
+else
+    echo "swift-test: FAILED (round 1 exit $first, round 2 exit $second); the failing tests:"
+    grep -E '^✘ Test .* failed' "$log" | sed 's/^/  /'
+    exit 1
+fi
