@@ -49,7 +49,9 @@ extension TalkAudio {
 
     enum Trigger: String, CaseIterable, Sendable { case sessionUse, mainKeyChange, connectionLost, gatewaySwitch }
 
-    @Test(arguments: Trigger.allCases)
+    // Every trigger's decision is a machine test (TalkMachineSessionTests); through real audio,
+    // one switch the user makes and one the connection makes prove that the speaker goes quiet.
+    @Test(arguments: [Trigger.sessionUse, .connectionLost])
     func `a session switch silences the speaker within 50 ms and drops late results`(trigger: Trigger) async throws {
         let rig = try await TalkRig.make { $0.echoDeltaDelayMs = 400 }
         defer { Task { await rig.shutdown() } }
