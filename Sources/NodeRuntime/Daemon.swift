@@ -340,12 +340,7 @@ public final class NodeDaemon: Sendable {
         guard let task = supervisor.withLock({ $0 }) else { control.withLock { $0?.stop() }; return }
         task.cancel()
         // A task group would wait for the slow service too: race the two instead.
-        let finished = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            let once = Mutex(false)
-            let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
-            Task { await task.value; finish(true) }
-            Task { try? await Task.sleep(for: .seconds(2)); finish(false) }
-        }
+        let finished = await answers(within: .seconds(2)) { await task.value }
         if !finished { log.log(.warning, "daemon", "a service did not stop within 2 s; exiting anyway") }
         bus.finishAll()
         control.withLock { $0?.stop() }
