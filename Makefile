@@ -74,7 +74,8 @@ fuzz-long: deps
 
 # The Swift test run goes last so its summary closes the output. Audio tests run against
 # private PulseAudio servers with null sinks (tests/audio/pulse-server.sh), never the desktop's.
-# tests/swift-test.sh runs them side by side, then the real-time figures one at a time.
+# tests/swift-test.sh runs them side by side with the fuzz targets (`make fuzz`), then the
+# real-time figures one at a time.
 # Each phase says when it ended, counted from the start of the build.
 test: deps $(PEER_VENV)/.ready
 	@mkdir -p .build && date +%s >.build/test-started
@@ -83,9 +84,7 @@ test: deps $(PEER_VENV)/.ready
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
 	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	$(MAKE) --no-print-directory fuzz
-	@echo "make test: fuzzing done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	bash tests/swift-test.sh $(SWIFT_FLAGS)
+	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) $(SWIFT_FLAGS)
 
 # The binary finds its models in ../share/clawvoice/models from its own real path; the unit
 # runs the installed binary. `clawvoice service install` then enables it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # swift-test.sh: runs the Swift test suites for `make test`, in two rounds.
 #
-#   tests/swift-test.sh [swift test flags...]
+#   tests/swift-test.sh [--fuzz SECONDS] [swift test flags...]
 #
 # Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
@@ -9,9 +9,14 @@
 # not share a microphone. Round 2 runs, one at a time on a quiet machine, the suites whose
 # assertions are real-time figures that a busy CPU would turn into noise (echo cancellation
 # converging, a speaker silenced within 50 ms, a clip's length heard at the speaker, playback lag).
+# --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
+# and niced: round 1 leaves most of a core idle, and round 2 must not share the machine with it.
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+fuzz_seconds=""
+if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2; fi
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
 quiet='EchoCancelTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
@@ -23,8 +28,21 @@ log=.build/swift-test.log
 # The audio module's tests use this server (their own restart tests kill it); per run, never a fixed path.
 export CLAWVOICE_PULSE_DIR="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
 eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: the private PulseAudio did not start" >&2; exit 1; }
-trap 'bash tests/audio/pulse-server.sh stop >/dev/null 2>&1; rm -rf "$CLAWVOICE_PULSE_DIR"' EXIT
+fuzz_pid=""
+cleanup() {
+    [[ -n "$fuzz_pid" ]] && kill "$fuzz_pid" 2>/dev/null
+    bash tests/audio/pulse-server.sh stop >/dev/null 2>&1
+    rm -rf "$CLAWVOICE_PULSE_DIR"
+}
+trap cleanup EXIT
 echo "swift-test: private PulseAudio at $PULSE_SERVER"
+
+if [[ -n "$fuzz_seconds" ]]; then
+    mkdir -p .build/fuzz
+    FUZZ_JOBS=1 nice -n 10 bash fuzz/run.sh "$fuzz_seconds" >.build/fuzz/make-test.log 2>&1 &
+    fuzz_pid=$!
+    echo "swift-test: fuzzing beside round 1 (log: .build/fuzz/make-test.log)"
+fi
 
 started=$SECONDS
 echo "swift-test: round 1, up to $width tests at a time (all but round 2's)"
@@ -33,6 +51,15 @@ SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="$width" \
 first=${PIPESTATUS[0]}
 round1=$((SECONDS - started))
 
+fuzzed=0
+if [[ -n "$fuzz_pid" ]]; then
+    wait "$fuzz_pid" || fuzzed=$?
+    fuzz_pid=""
+    grep -E '^fuzz: [a-z0-9-]+: [0-9?]+ runs|CRASH|FAILED|no result|kept regression|build failed|^fuzz: [0-9]+ targets' .build/fuzz/make-test.log
+    if (( fuzzed != 0 )); then tail -n 60 .build/fuzz/make-test.log; fi
+    round1=$((SECONDS - started))
+fi
+
 echo "swift-test: round 2, one at a time: ${quiet//|/, }"
 swift test --skip-build --no-parallel --filter "$quiet" "$@" 2>&1 | tee -a "$log"
 second=${PIPESTATUS[0]}
@@ -40,10 +67,10 @@ round2=$((SECONDS - started - round1))
 
 passed=$(grep -oE 'Test run with [0-9]+ tests' "$log" | awk '{ n += $4 } END { print n + 0 }')
 echo "swift-test: rounds took ${round1} s and ${round2} s"
-if [[ $first -eq 0 && $second -eq 0 ]]; then
+if [[ $first -eq 0 && $second -eq 0 && $fuzzed -eq 0 ]]; then
     echo "swift-test: ${passed:-0} passed, 0 failed"
 else
-    echo "swift-test: FAILED (round 1 exit $first, round 2 exit $second); the failing tests:"
+    echo "swift-test: FAILED (round 1 exit $first, round 2 exit $second, fuzzing exit $fuzzed); the failing tests:"
     grep -E '^✘ Test .* failed' "$log" | sed 's/^/  /'
     exit 1
 fi
