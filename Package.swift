@@ -23,6 +23,7 @@ let package = Package(
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
 
         // The one C++ edge: a C face over Debian's libwebrtc-audio-processing (echo cancellation).
@@ -40,8 +41,9 @@ let package = Package(
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
+        .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord"]),
+        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
 
@@ -53,6 +55,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),
+        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "GatewayProtocol"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )

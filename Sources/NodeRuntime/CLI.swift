@@ -2,6 +2,7 @@
 // line on stderr and a non-zero exit. The executable's main only calls `CLI.main`.
 
 import Foundation
+import Discovery
 import GatewayClient
 import GatewayProtocol
 import Store
@@ -27,11 +28,16 @@ public enum CLI {
 
     static let commands: [Command] = [
         Command(name: "pair", abstract: "Pair this device with an OpenClaw gateway (node and operator roles).",
-                usage: "clawvoice pair <setup-code>\n       clawvoice pair --url ws://HOST:18789 [--token-file FILE | --token - | --password-file FILE | --password -]",
+                usage: "clawvoice pair <setup-code>\n       clawvoice pair --url ws://HOST:18789 [--token-file FILE | --token - | --password-file FILE | --password -]\n       clawvoice pair [--name NAME] [--token-file FILE | ...]   (a gateway found on the network)",
                 details: """
                 A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
                 oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
                 Without a code, give the gateway URL and its shared token or password.
+                With neither, pair looks for gateways as `clawvoice discover` does (local. and
+                discovery.wideAreaDomain, for discovery.timeoutMs): one found is used (and said so); several are
+                offered as a numbered choice on a terminal, or listed with a request for --name or --url
+                elsewhere; --name NAME picks the one with that instance or display name. An advertised TLS
+                fingerprint is shown, never pinned by itself: the certificate is checked as with --url.
                 pair then connects both roles and waits: when the gateway asks for approval it prints the
                 request id and the exact `openclaw devices approve <id>` command to run on the gateway host,
                 and finishes as soon as both roles are approved.
@@ -44,14 +50,32 @@ public enum CLI {
                   --password -              read it from standard input (asked for, not echoed, on a terminal)
                   --token TOKEN, --password PASSWORD   also work, but other local users see them in `ps`
                 Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD.
-                  --name NAME               what to call this gateway locally (default: its host)
+                  --name NAME               what to call this gateway locally (default: its host); without a code
+                                            or URL: the discovered gateway to pair with
+                  --domain DOMAIN           also browse this wide-area DNS-SD domain (besides discovery.wideAreaDomain)
                   --tls-fingerprint SHA256  pin the gateway's TLS certificate (64 hex; colons allowed)
                   --allow-insecure          permit plain ws:// to a non-loopback host
                   --timeout SECONDS         give up after this long (default: wait until approved)
                 """,
                 flags: ["--url": true, "--token": true, "--password": true, "--token-file": true, "--password-file": true,
-                        "--name": true, "--tls-fingerprint": true,
+                        "--name": true, "--tls-fingerprint": true, "--domain": true,
                         "--allow-insecure": false, "--timeout": true], maxPositionals: 1),
+        Command(name: "discover", abstract: "List the OpenClaw gateways Avahi finds on the network (live with --watch).",
+                usage: "clawvoice discover [--watch] [--json] [--timeout SECONDS] [--domain DOMAIN]",
+                details: """
+                Browses _openclaw-gw._tcp through avahi-daemon on local. (mDNS) and on the wide-area DNS-SD domain
+                in discovery.wideAreaDomain (or CLAWVOICE_WIDE_AREA_DOMAIN, or --domain), e.g. openclaw.internal.
+                Shows each gateway's name, host, addresses, port, TLS and advertised fingerprint (TXT hints,
+                unauthenticated), the URL pair would use (the resolved address and SRV port) and the pair command.
+                Waits until every domain has answered or the timeout (discovery.timeoutMs, default 3 s) passes.
+                Needs avahi-daemon running (Debian: sudo apt install avahi-daemon).
+
+                Options:
+                  --watch            keep browsing: one line per gateway added (+), changed (~) or gone (-), until Ctrl-C
+                  --json             a JSON array (with --watch: one {"event", "gateway"} object per line)
+                  --timeout SECONDS  how long to wait for answers
+                  --domain DOMAIN    also browse this wide-area domain
+                """, flags: ["--watch": false, "--json": false, "--timeout": true, "--domain": true], maxPositionals: 0),
         Command(name: "run", abstract: "Run the node daemon: keep both sessions to the active gateway up.",
                 usage: "clawvoice run",
                 details: """
@@ -338,6 +362,15 @@ public enum CLI {
             var r = PairRequest()
             r.setupCode = p.positionals.first
             r.url = p.flags["--url"]
+            var discovered: DiscoveredGateway?
+            if r.setupCode == nil && r.url == nil {
+                let g = try await DiscoverCommand.choose(p, config: config, environment: environment, say: { say($0) })
+                if let fp = g.tlsFingerprint {
+                    say("It advertises TLS certificate sha256 \(fp) (a hint, not proof: the certificate is checked when pairing)")
+                }
+                discovered = g
+                r.url = g.url
+            }
             // Secrets from a file, standard input or the environment keep them out of `ps`. An
             // explicit one of either kind outranks both kinds from the environment or config.
             let tokenGiven = p.flags["--token"] != nil || p.flags["--token-file"] != nil
@@ -350,7 +383,7 @@ public enum CLI {
             r.secretFlag = p.flags["--token-file"].map { "--token-file \($0)" } ?? p.flags["--password-file"].map { "--password-file \($0)" }
                 ?? (p.flags["--token"] != nil ? "--token -" : p.flags["--password"] != nil ? "--password -" : nil)
             r.confirmTrust = TLSTrust.terminalConfirm()
-            r.name = p.flags["--name"]
+            r.name = discovered?.name ?? p.flags["--name"]
             r.allowInsecure = p.flags["--allow-insecure"] != nil || config.gateway.allowInsecure
             if let fp = p.flags["--tls-fingerprint"] {
                 guard let n = TLSFingerprint.normalize(fp) else {
@@ -372,6 +405,8 @@ public enum CLI {
                 throw UsageError(description: "pair: give --token or --password, not both")
             }
             return try await PairingFlow.run(r, paths: paths, config: config, log: log, say: { say($0) })
+        case "discover":
+            return try await DiscoverCommand.run(p, config: config, environment: environment, say: { say($0) })
         case "run":
             // One daemon for the life of the process: a gateway switch rebuilds its link in place,
             // SIGHUP reloads this config file.

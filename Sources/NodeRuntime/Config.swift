@@ -105,6 +105,13 @@ public struct ClawConfig: Sendable, Equatable {
         public var pitch: Int = 50
     }
 
+    public struct Discovery: Sendable, Equatable {
+        /// A wide-area (unicast DNS-SD) domain browsed besides local., e.g. "openclaw.internal.".
+        /// Env: CLAWVOICE_WIDE_AREA_DOMAIN.
+        public var wideAreaDomain: String? = nil
+        /// How long `discover` and `pair` without a URL wait for answers.
+        public var timeoutMs: Int = 3000
+    }
     public struct Wake: Sendable, Equatable {
         /// Listen for the gateway's wake words (models under `models/`).
         public var enabled: Bool = true
@@ -120,6 +127,7 @@ public struct ClawConfig: Sendable, Equatable {
     public var node = Node()
     public var gateway = Gateway()
     public var wake = Wake()
+    public var discovery = Discovery()
     public var audio = Audio()
     public var talk = Talk()
     public var ptt = PTT()
@@ -167,6 +175,7 @@ extension ClawConfig {
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
         "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
+        "discovery": ["wideAreaDomain": "string?", "timeoutMs": "int:200:60000"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
         "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool|string", "modelsDirectory": "string?"],
@@ -314,6 +323,14 @@ extension ClawConfig {
                     c.wake.chime = .file(full)
                 }
                 c.wake.modelsDirectory = s("modelsDirectory")
+            case "discovery":
+                if let d = s("wideAreaDomain") {
+                    // "local" is browsed anyway; anything else must look like a DNS name.
+                    let ok = d.split(separator: ".").allSatisfy { !$0.isEmpty && $0.count <= 63 && !$0.contains(" ") } && !d.isEmpty
+                    guard ok else { throw ConfigError("\(file): 'discovery.wideAreaDomain' must be a DNS domain such as \"openclaw.internal.\"") }
+                    c.discovery.wideAreaDomain = d
+                }
+                if let n = i("timeoutMs") { c.discovery.timeoutMs = n }
             case "speech":
                 if let v = s("voice") { c.speech.voice = v }
                 if let n = i("rateWpm") { c.speech.rateWpm = n }
@@ -386,6 +403,7 @@ public struct RuntimePaths: Sendable, Equatable {
             throw ConfigError("\(file): no such file")
         }
         if let url = env["CLAWVOICE_GATEWAY_URL"], !url.isEmpty { config.gateway.url = url }
+        if let d = env["CLAWVOICE_WIDE_AREA_DOMAIN"], !d.isEmpty { config.discovery.wideAreaDomain = d }
         if let token = env["CLAWVOICE_GATEWAY_TOKEN"], !token.isEmpty { config.gateway.token = token }
         if let password = env["CLAWVOICE_GATEWAY_PASSWORD"], !password.isEmpty { config.gateway.password = password }
         let stateFromEnv = env["CLAWVOICE_STATE_DIR"].flatMap { $0.isEmpty ? nil : $0 }

@@ -2,7 +2,8 @@
 # avahi-netns.sh: owns the private D-Bus + Avahi pair the discovery tests run against, inside a
 # network and mount namespace of their own, so no mDNS or DNS packet ever leaves it.
 #
-#   avahi-netns.sh start            start them and print `export CLAWVOICE_AVAHI_DIR=... CLAWVOICE_AVAHI_NS=...`
+#   avahi-netns.sh start [--bus-only]  start them (--bus-only: the bus without avahi-daemon, for the
+#                                   "daemon not running" test) and print `export CLAWVOICE_AVAHI_DIR=... CLAWVOICE_AVAHI_NS=...`
 #   avahi-netns.sh exec CMD ARGS... run CMD inside the namespace, with DBUS_SYSTEM_BUS_ADDRESS on the private bus
 #   avahi-netns.sh stop             kill everything it started and remove the directory
 #
@@ -32,6 +33,8 @@ fail() {
 }
 
 start() {
+  local bus_only=0
+  [[ "${1:-}" == "--bus-only" ]] && bus_only=1
   local missing=""
   for tool in unshare nsenter ip dbus-daemon avahi-daemon avahi-publish python3; do
     command -v "$tool" >/dev/null || missing="$missing $tool"
@@ -82,7 +85,7 @@ CONF
     close_inherited_fds
     exec setsid unshare --net --mount --propagation private -- bash -c '
       set -e
-      dir="$1"; here="$2"; zone="$3"
+      dir="$1"; here="$2"; zone="$3"; bus_only="$4"
       ip link set lo up
       ip link set lo multicast on
       ip route add 224.0.0.0/4 dev lo
@@ -94,18 +97,18 @@ CONF
       python3 "$here/dns-stub.py" --zone "$zone" --log "$dir/dns-queries.log" >>"$dir/dns-stub.log" 2>&1 &
       dbus-daemon --config-file="$dir/dbus.conf" --nofork --nopidfile >>"$dir/dbus.log" 2>&1 &
       for _ in $(seq 1 50); do [[ -S "$dir/bus/system_bus_socket" ]] && break; sleep 0.1; done
-      avahi-daemon -f "$dir/avahi-daemon.conf" --no-drop-root --no-chroot --no-rlimits --no-proc-title >>"$dir/avahi.log" 2>&1 &
-      echo $! >"$dir/avahi.pid"
+      [[ "$bus_only" == 1 ]] || avahi-daemon -f "$dir/avahi-daemon.conf" --no-drop-root --no-chroot --no-rlimits --no-proc-title >>"$dir/avahi.log" 2>&1 &
+      [[ "$bus_only" == 1 ]] || echo $! >"$dir/avahi.pid"
       trap "kill \$(jobs -p) 2>/dev/null; wait; exit 0" TERM INT
       wait
-    ' holder "$dir" "$here" "$zone" </dev/null >>"$dir/holder.log" 2>&1
+    ' holder "$dir" "$here" "$zone" "$bus_only" </dev/null >>"$dir/holder.log" 2>&1
   ) &
   echo $! >"$dir/holder.pid"
 
   # Ready when avahi-daemon answers on the private bus (avahi-browse through it) inside the namespace.
   for _ in $(seq 1 100); do
     if ! kill -0 "$(cat "$dir/holder.pid")" 2>/dev/null; then fail "the namespace holder exited; see $dir/holder.log"; fi
-    if grep -q "Server startup complete" "$dir/avahi.log" 2>/dev/null; then
+    if { [[ $bus_only == 1 ]] && [[ -S "$dir/bus/system_bus_socket" ]]; } || grep -q "Server startup complete" "$dir/avahi.log" 2>/dev/null; then
       echo "export CLAWVOICE_AVAHI_DIR=$dir"
       echo "export CLAWVOICE_AVAHI_NS=$(cat "$dir/holder.pid")"
       echo "export CLAWVOICE_AVAHI_BUS=unix:path=$dir/bus/system_bus_socket"
@@ -147,7 +150,7 @@ stop_dir() {
 }
 
 case "${1:-}" in
-  start) start ;;
+  start) shift; start "$@" ;;
   exec) shift; run_in "$@" ;;
   stop) stop_dir ;;
   *) echo "usage: $0 start | exec CMD... | stop" >&2; exit 2 ;;
