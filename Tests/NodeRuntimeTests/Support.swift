@@ -93,14 +93,15 @@ final class Spawned: @unchecked Sendable {
     let stderrPath: String
     let arguments: [String]
 
-    init(_ arguments: [String], env: [String: String], in scratch: Scratch) throws {
+    /// `executable` other than clawvoice: e.g. bash running tests/discovery/avahi-netns.sh exec clawvoice … in a namespace.
+    init(_ arguments: [String], env: [String: String], in scratch: Scratch, executable: URL? = nil) throws {
         self.arguments = arguments
         let tag = UUID().uuidString.prefix(8)
         stdoutPath = scratch.sub("out-\(tag).txt")
         stderrPath = scratch.sub("err-\(tag).txt")
         FileManager.default.createFile(atPath: stdoutPath, contents: nil)
         FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process.executableURL = try ExecutableLookup.require()
+        process.executableURL = try executable ?? ExecutableLookup.require()
         process.arguments = arguments
         process.environment = env
         process.currentDirectoryURL = URL(fileURLWithPath: scratch.path)

@@ -139,10 +139,23 @@ stop_dir() {
   dir="${CLAWVOICE_AVAHI_DIR:?set CLAWVOICE_AVAHI_DIR}"
   local pid
   pid="$(cat "$dir/holder.pid" 2>/dev/null || true)"
-  if [[ "$pid" =~ ^[0-9]+$ ]]; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+  # Every process in the namespace goes, with SIGKILL: a parent that spawned them with signals
+  # blocked (Foundation.Process on Linux does) makes SIGTERM wait forever. Ours are exactly those
+  # whose network namespace is the holder's; nothing outside it is touched.
+  if [[ "$pid" =~ ^[0-9]+$ ]] && [[ -e "/proc/$pid/ns/net" ]]; then
+    local ns p
+    ns="$(readlink "/proc/$pid/ns/net" 2>/dev/null || true)"
+    if [[ -n "$ns" && "$ns" != "$(readlink /proc/self/ns/net)" ]]; then
+      for p in /proc/[0-9]*; do
+        [[ "$(readlink "$p/ns/net" 2>/dev/null)" == "$ns" ]] && kill -9 "${p#/proc/}" 2>/dev/null || true
+      done
+    fi
+    # Gone, or a zombie nobody reaps (a container's pid 1 may not): either way it holds nothing.
+    for _ in $(seq 1 30); do
+      kill -0 "$pid" 2>/dev/null || break
+      grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && break
+      sleep 0.1
+    done
   fi
   # The namespace dies with its last process; the directory is ours (mktemp or given).
   [[ "$dir" == /tmp/* ]] && rm -rf "$dir"
