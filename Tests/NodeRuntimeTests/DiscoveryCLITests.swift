@@ -5,6 +5,7 @@
 import Foundation
 import Testing
 import LoopbackGateway
+@testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -288,5 +289,19 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(p.status == 1 && p.stderrLines.count == 1, "\(p)")
         #expect(p.stderr.contains("the D-Bus system bus is not running") && p.stderr.contains("systemctl enable --now dbus avahi-daemon"), "\(p)")
         #expect(!p.stdout.contains("looking for gateways"), "no progress before the error: \(p)")
+    }
+}
+
+@Suite struct DiscoveryConfigTests {
+    @Test func `discovery.wideAreaDomain and timeoutMs are read, checked, and the env names a domain too`() throws {
+        let c = try ClawConfig.parse("{ discovery: { wideAreaDomain: \"openclaw.internal.\", timeoutMs: 1500 } }", file: "t.json5")
+        #expect(c.discovery.wideAreaDomain == "openclaw.internal." && c.discovery.timeoutMs == 1500)
+        #expect(ClawConfig().discovery == ClawConfig.Discovery(wideAreaDomain: nil, timeoutMs: 3000))
+        #expect(throws: ConfigError.self) { try ClawConfig.parse("{ discovery: { wideAreaDomain: \"open claw\" } }", file: "t.json5") }
+        #expect(throws: ConfigError.self) { try ClawConfig.parse("{ discovery: { timeoutMs: 5 } }", file: "t.json5") }
+        let scratch = try Scratch()
+        let (fromEnv, _) = try RuntimePaths.load(configFlag: nil, environment: ["HOME": scratch.path, "XDG_CONFIG_HOME": scratch.sub("cfg"),
+                                                                               "CLAWVOICE_WIDE_AREA_DOMAIN": "corp.example."])
+        #expect(fromEnv.discovery.wideAreaDomain == "corp.example.")
     }
 }
