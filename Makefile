@@ -8,7 +8,7 @@ SHELL := /bin/bash
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
   libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
   pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \
-  libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2
+  libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv

@@ -273,6 +273,53 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(one.stdout.contains("Found one gateway, Kitchen (local.) at ws://127.0.0.1:\(port); using it"), "\(one)")
     }
 
+    @Test func `on a terminal pair offers a numbered choice and pairs with the one picked`() async throws {
+        var c = LoopbackGateway.Configuration()
+        c.auth = .token("t-kitchen")
+        c.autoApprove = true
+        let gateway = LoopbackGateway(configuration: c)
+        try await gateway.start()
+        defer { Task { await gateway.stop() } }
+        let url = await gateway.url
+        let port = try #require(Int(url.split(separator: ":").last ?? ""), "\(url)")
+        let ns = try AvahiNamespace()
+        defer { ns.stop() }
+        try await ns.publish("Kitchen", port: port, txt: ["role=gateway"])
+        try await ns.publish("Attic", port: 9, txt: ["role=gateway"])
+        var env = try CLIEnvironment()
+        env.extra["DBUS_SYSTEM_BUS_ADDRESS"] = ns.bus
+
+        // script(1) gives pair a pseudo-terminal; the answers go in through its standard input.
+        let out = env.scratch.sub("tty.txt")
+        FileManager.default.createFile(atPath: out, contents: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        p.arguments = ["-qec", "\(try ExecutableLookup.require().path) pair --token t-kitchen --timeout 20", "/dev/null"]
+        p.environment = env.variables
+        let input = Pipe()
+        p.standardInput = input
+        let h = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        p.standardOutput = h
+        p.standardError = h
+        try p.run()
+        try? h.close()
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        func text() -> String { (try? String(contentsOfFile: out, encoding: .utf8)) ?? "" }
+        let asked = await eventually(.seconds(15)) { text().contains("Pair with which one? [1-2]") || !p.isRunning }
+        #expect(asked, "no numbered choice: \(text())")
+        #expect(text().contains("1) Attic (local.) ws://127.0.0.1:9") && text().contains("2) Kitchen (local.) ws://127.0.0.1:\(port)"), "\(text())")
+        // A wrong answer is asked again; then the second one.
+        input.fileHandleForWriting.write(Data("7\n".utf8))
+        let again = await eventually(.seconds(5)) { text().contains("'7' is not one of 1-2") }
+        #expect(again, "\(text())")
+        input.fileHandleForWriting.write(Data("2\n".utf8))
+        let done = await eventually(.seconds(25)) { !p.isRunning }
+        #expect(done && p.terminationStatus == 0, "\(text())")
+        #expect(text().contains("gateway Kitchen at ws://127.0.0.1:\(port)"), "\(text())")
+        #expect(text().contains("node: paired and connected") && text().contains("operator: paired and connected"), "\(text())")
+        try? input.fileHandleForWriting.close()
+    }
+
     @Test func `without avahi-daemon, or without a bus, discover and pair say so in one line with the fix`() async throws {
         let ns = try AvahiNamespace(busOnly: true)
         defer { ns.stop() }
