@@ -108,6 +108,13 @@ final class AvahiNamespace: @unchecked Sendable {
         p.waitUntilExit()
     }
 
+    /// Kills avahi-daemon (the bus stays), as a crash or `systemctl stop avahi-daemon` would.
+    func killDaemon() throws {
+        let text = try String(contentsOfFile: "\(dir)/avahi.pid", encoding: .utf8)
+        guard let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw StartError(description: "no avahi.pid: \(text)") }
+        kill(pid, SIGKILL)
+    }
+
     /// The wide-area zone dns-stub.py serves (read on every query).
     func setWideArea(_ instances: [[String: Any]]) throws {
         let data = try JSONSerialization.data(withJSONObject: ["instances": instances])
@@ -181,7 +188,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(h.stderr.contains("Looking for OpenClaw gateways on local."), "progress: \(h)")
     }
 
-    @Test func `discover --watch sees a gateway appear and disappear`() async throws {
+    @Test func `discover --watch sees a gateway appear and disappear, and ends when the daemon goes`() async throws {
         let ns = try AvahiNamespace()
         defer { ns.stop() }
         let env = try CLIEnvironment()
@@ -204,8 +211,13 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(watch.isRunning, "--watch keeps going: \(watch.stderr)")
         let added = jsonLines(watch.stdout).first { $0["event"] as? String == "added" }
         #expect((added?["gateway"] as? [String: Any])?["url"] as? String == "ws://127.0.0.1:18800")
-        watch.signal(SIGKILL)
-        _ = await watch.waitForExit(.seconds(5))
+        // The daemon going away ends the watch with one line that says how to bring it back.
+        try ns.killDaemon()
+        let status = await watch.waitForExit(.seconds(10))
+        #expect(status == 1, "\(watch.stdout) \(watch.stderr)")
+        let lines = watch.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && watch.stderr.contains("avahi-daemon went away") && watch.stderr.contains("systemctl restart avahi-daemon"),
+                "\(watch.stderr)")
     }
 
     @Test func `the configured wide-area domain is browsed over unicast DNS as well as local`() async throws {

@@ -97,8 +97,11 @@ CONF
       python3 "$here/dns-stub.py" --zone "$zone" --log "$dir/dns-queries.log" >>"$dir/dns-stub.log" 2>&1 &
       dbus-daemon --config-file="$dir/dbus.conf" --nofork --nopidfile >>"$dir/dbus.log" 2>&1 &
       for _ in $(seq 1 50); do [[ -S "$dir/bus/system_bus_socket" ]] && break; sleep 0.1; done
-      [[ "$bus_only" == 1 ]] || avahi-daemon -f "$dir/avahi-daemon.conf" --no-drop-root --no-chroot --no-rlimits --no-proc-title >>"$dir/avahi.log" 2>&1 &
-      [[ "$bus_only" == 1 ]] || echo $! >"$dir/avahi.pid"
+      if [[ "$bus_only" != 1 ]]; then
+        # A simple command in the background, so $! is avahi-daemon itself (a test kills it).
+        avahi-daemon -f "$dir/avahi-daemon.conf" --no-drop-root --no-chroot --no-rlimits --no-proc-title >>"$dir/avahi.log" 2>&1 &
+        echo $! >"$dir/avahi.pid"
+      fi
       trap "kill \$(jobs -p) 2>/dev/null; wait; exit 0" TERM INT
       wait
     ' holder "$dir" "$here" "$zone" "$bus_only" </dev/null >>"$dir/holder.log" 2>&1
