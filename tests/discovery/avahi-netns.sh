@@ -14,7 +14,7 @@
 # tests/discovery/dns-stub.py on 127.0.0.1:53 inside the namespace, which serves the wide-area
 # DNS-SD zone (openclaw.internal. by default) and logs every question it gets to $dir/dns-queries.log.
 # Everything else lives in $CLAWVOICE_AVAHI_DIR (default: a fresh mktemp dir), never a fixed path.
-# Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN) for unshare -n -m.
+# Needs root for unshare -n -m (an unprivileged user namespace cannot map avahi's user).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +40,9 @@ start() {
     command -v "$tool" >/dev/null || missing="$missing $tool"
   done
   [[ -z "$missing" ]] || fail "missing:$missing (make deps installs them)"
+  # A user namespace is not enough: avahi-daemon chowns /run/avahi-daemon to its user, which an
+  # unprivileged user namespace cannot map.
+  [[ "$(id -u)" == 0 ]] || fail "needs root for its network and mount namespace (unshare -n -m); run the tests as root"
   dir="${CLAWVOICE_AVAHI_DIR:-$(mktemp -d /tmp/clawvoice-avahi.XXXXXX)}"
   local zone="${CLAWVOICE_WIDE_AREA_ZONE:-openclaw.internal.}"
   mkdir -p "$dir/services" "$dir/bus"
