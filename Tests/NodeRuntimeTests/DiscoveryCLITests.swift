@@ -279,7 +279,11 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
 
         // One left: used, and said so.
         ns.unpublish("Attic")
-        try await Task.sleep(for: .milliseconds(300))
+        // Withdrawn when the publisher's bus connection drops; wait until a listing shows it gone.
+        let withdrawn = try await eventually(.seconds(15)) {
+            jsonArray(try await env.run(in: ns, ["discover", "--json"]).stdout)?.count == 1
+        }
+        #expect(withdrawn, "Attic is still listed")
         let one = try await env.run(["pair", "--token", "t-kitchen", "--timeout", "20"], timeout: .seconds(30))
         #expect(one.status == 0, "\(one)")
         #expect(one.stdout.contains("Found one gateway, Kitchen (local.) at ws://127.0.0.1:\(port); using it"), "\(one)")
