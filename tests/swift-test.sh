@@ -3,12 +3,13 @@
 #
 #   tests/swift-test.sh [--fuzz SECONDS] [swift test flags...]
 #
-# Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
+# Round 1 runs every test side by side, at most TEST_WIDTH (default 3) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
 # the CPU, and each talk test case has a PulseAudio of its own (TalkAudio's trait), so they do
 # not share a microphone. Round 2 runs, one at a time on a quiet machine, the suites whose
 # assertions are real-time figures that a busy CPU would turn into noise (echo cancellation
-# converging, a speaker silenced within 50 ms, a clip's length heard at the speaker, playback lag).
+# converging, a speaker silenced within 50 ms, a clip's length heard at the speaker, playback lag,
+# the uplink's speech length within 60 ms of what was played).
 # --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
 # and niced: round 1 leaves most of a core idle, and round 2 must not share the machine with it.
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
@@ -20,8 +21,9 @@ if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; s
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
 quiet='EchoCancelTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
-'|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'
-width="${TEST_WIDTH:-4}"
+'|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
+'|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'
+width="${TEST_WIDTH:-3}"
 log=.build/swift-test.log
 : >"$log"
 
