@@ -4,8 +4,11 @@ consecutive steps over the threshold, the threshold it picks, the validation rec
 the false wakes of the validation stream and canvases. Never reads held-out audio.
 
     .venv/bin/python val_rules.py openclaw claude computer [--tag old]
+    .venv/bin/python val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2 --models-dir ../
+        (sets each head's threshold and consecutiveSteps by that rule, on validation only)
 """
 import argparse
+import json
 import os
 
 import numpy as np
@@ -20,6 +23,9 @@ def main():
     ap.add_argument("stems", nargs="+")
     ap.add_argument("--tag", default="")
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
+    ap.add_argument("--apply", choices=sorted(th.RULES), help="write this rule's threshold into each head's manifest")
+    ap.add_argument("--consecutive", type=int, default=2)
+    ap.add_argument("--models-dir", default=os.path.join(HERE, ".."))
     args = ap.parse_args()
     for stem in args.stems:
         path = os.path.join(args.cache_dir, f"valscores-{stem}{'-' + args.tag if args.tag else ''}.npz")
@@ -33,8 +39,25 @@ def main():
                 t = th.choose_threshold(v, rule, k)
                 w = v.stream_wakes(t, k)
                 fa = v.canvas_fa_by_kind(t, k)
+                if rule == args.apply and k == args.consecutive:
+                    apply(args, stem, v, t, k, w)
                 print(f"   {rule:12s}  {k}  {t:9.3f}  {v.recall(t, k) * 100:5.1f}%  {w:3d} ({w / v.hours:5.2f})        "
                       + "/".join(f"{fa.get(kk, 0) * 100:.1f}" for kk in (1, 2, 5, 3)))
+
+
+def apply(args, stem, v, t, k, w):
+    path = os.path.join(args.models_dir, f"{stem}.json")
+    m = json.load(open(path))
+    m["threshold"], m["consecutiveSteps"] = round(t, 4), k
+    tr = m.setdefault("training", {})
+    tr["thresholdRule"] = args.apply
+    tr["thresholdSetBy"] = (f"models/training/val_rules.py {stem} --tag {args.tag} --apply {args.apply} --consecutive {k}"
+                            if args.tag else f"models/training/val_rules.py {stem} --apply {args.apply} --consecutive {k}")
+    tr["validation"] = {"recall": round(v.recall(t, k), 4), "streamMinutes": round(v.hours * 60, 1), "streamFalseWakes": w}
+    with open(path, "w") as f:
+        json.dump(m, f, indent=2)
+        f.write("\n")
+    print(f"   wrote {path}: threshold {t:.3f}, {k} steps in a row")
 
 
 if __name__ == "__main__":
