@@ -469,7 +469,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trigger", required=True)
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--hidden", type=int, default=HIDDEN)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--positives", type=int, default=3000, help="trigger canvases")
