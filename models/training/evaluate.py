@@ -433,6 +433,19 @@ def main():
                   "canvases and the recorded human negatives; thresholds from the v1 rule, one step over the threshold), "
                   "through the same Swift detector on the same audio:", ""]
         lines += results_table(b["summary"], b["thresholds"]) + [""]
+    variants = [("v1heads-v2rule.json", "the recipe-v1 heads (all three) at rule v2's thresholds, 2 steps in a row: "
+                 "the threshold rule alone (`val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2`)"),
+                ("v2heads-v2rule.json", "the recipe-v2 heads (all three, as `make wake-model` trains them) at rule v2: "
+                 "computer's v2 head was not shipped because its validation recall at the rule was lower (53.3 % "
+                 "against 67.9 % for the v1 head)")]
+    have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
+    if have:
+        lines += ["## Variants measured on the way (same set, same detector)", "",
+                  "Decisions were made on training-engine validation; these rows were measured after each decision, "
+                  "to show what each step did.", ""]
+        for f, what in have:
+            b = json.load(open(os.path.join(args.out, f)))
+            lines += [f"**{what[0].upper() + what[1:]}.**", ""] + results_table(b["summary"], b["thresholds"]) + [""]
     base_path = os.path.join(args.out, "baseline-tcn.json")
     if os.path.exists(base_path):
         b = json.load(open(base_path))
