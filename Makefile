@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
   libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
-  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \
+  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite alsa-utils \
   libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
@@ -38,7 +38,7 @@ help:
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
-	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 10-15 min on one core)'
+	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 16-30 min here; models/README.md)'
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -7,7 +7,7 @@
 import Audio
 
 /// One wake: which phrase, when (milliseconds of audio since the stream started, at the end
-/// of the step that crossed the threshold), and the score then.
+/// of the step that made the bid: the threshold crossed for `consecutiveSteps` steps), and the score then.
 public struct WakeDetection: Sendable, Equatable, Codable {
     public var phrase: String
     public var ms: Int
@@ -41,6 +41,30 @@ public struct WakeRefractory: Sendable, Equatable {
     public mutating func reset() { lastMilliseconds = nil }
 }
 
+/// Per model, how many consecutive steps its score has been at or over its threshold. A model
+/// may bid for a wake once that run reaches its `consecutiveSteps` (1: every step over the
+/// threshold bids). A pure value: the detector tells it each step's comparisons.
+public struct WakeConfirmation: Sendable, Equatable {
+    /// Steps in a row each model needs (at least 1).
+    public let required: [Int]
+    /// The current run of steps at or over the threshold, per model.
+    public private(set) var runs: [Int]
+
+    public init(required: [Int]) {
+        self.required = required.map { max(1, $0) }
+        runs = [Int](repeating: 0, count: required.count)
+    }
+
+    /// Model `i`'s score this step is (or is not) over its threshold; true when its run is long enough.
+    public mutating func step(_ i: Int, over: Bool) -> Bool {
+        runs[i] = over ? runs[i] + 1 : 0
+        return runs[i] >= required[i]
+    }
+
+    /// A fresh stream: no runs.
+    public mutating func reset() { runs = [Int](repeating: 0, count: runs.count) }
+}
+
 /// Runs every model on each frame and reports wakes. One owner: not `Sendable`.
 ///
 /// Thresholds: each model carries its own (the score at which it wakes at sensitivity 0.5).
@@ -66,11 +90,13 @@ public final class WakeDetector {
     }
     public private(set) var thresholds: [Float]
     public var refractory: WakeRefractory
+    /// Which models have been over their threshold long enough to bid (`consecutiveSteps`).
+    public private(set) var confirmation: WakeConfirmation
     /// No wake in the first this-many milliseconds of a stream. 0: the heads were trained on
     /// stream starts (silence before the first sample), so a trigger at 0 ms may wake.
     public var warmupMilliseconds = 0
     /// After the first model crosses its threshold, how long the others may still bid before
-    /// the wake is decided (stamped at the first crossing). Several triggers share sounds
+    /// the wake is decided (stamped at the first bid). Several triggers share sounds
     /// ("openclaw" and "claude"), and the one that crosses first is not always the one said.
     public var decisionMilliseconds = 80
 
@@ -92,6 +118,7 @@ public final class WakeDetector {
         self.sensitivity = sensitivity
         thresholds = Self.thresholds(models, sensitivity)
         refractory = WakeRefractory(periodMilliseconds: refractoryMilliseconds)
+        confirmation = WakeConfirmation(required: models.map(\.consecutiveSteps))
         var ends: [EmbeddingFrontEnd] = []
         var of: [Int] = []
         for m in models {
@@ -135,6 +162,7 @@ public final class WakeDetector {
     public func reset() {
         for f in frontEnds { f.reset() }
         refractory.reset()
+        confirmation.reset()
         pending = nil
     }
 
@@ -163,10 +191,10 @@ public final class WakeDetector {
         let ms = positionMilliseconds
         onScores?(StepScores(ms: ms, scores: scoreBuffer))
         if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
-        // Of the models over their threshold on this step, the one furthest over (in logits) bids.
+        // Of the models over their threshold for long enough, the one furthest over (in logits) bids.
         var best = -1
         var bestMargin: Float = 0
-        for i in 0..<heads.count where scoreBuffer[i] >= thresholds[i] {
+        for i in 0..<heads.count where confirmation.step(i, over: scoreBuffer[i] >= thresholds[i]) {
             let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
             if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
         }

@@ -37,6 +37,10 @@ public struct WakeModelManifest: Codable, Sendable, Equatable {
     public var weightsBytes: Int
     /// Score (0…1) at or above which the model reports a wake at sensitivity 0.5.
     public var threshold: Double
+    /// How many consecutive 80 ms scores must reach the threshold before the model bids for a
+    /// wake (1…8; absent means 1). A spoken trigger keeps the score up for several steps, a
+    /// stray peak seldom for two: openWakeWord-style detectors confirm the same way.
+    public var consecutiveSteps: Int?
     public var frontEnd: FrontEnd
     public var network: Network
     public var tensors: [Tensor]
@@ -49,6 +53,7 @@ public struct WakeModel: Sendable {
     public let path: String
     public var phrase: String { manifest.phrase }
     public var threshold: Double { manifest.threshold }
+    public var consecutiveSteps: Int { manifest.consecutiveSteps ?? 1 }
     public let frontEnd: FrontEndWeights
 
     let window: Int
@@ -90,6 +95,9 @@ public struct WakeModel: Sendable {
             throw .unsupported(path: path, reason: "network \(n.type) with these settings")
         }
         guard (0...1).contains(m.threshold) else { throw .corrupt(path: path, reason: "threshold \(m.threshold) is outside 0…1") }
+        if let k = m.consecutiveSteps, !(1...8).contains(k) {
+            throw .corrupt(path: path, reason: "consecutiveSteps \(k) is outside 1…8")
+        }
         guard blob.count == m.weightsBytes, blob.count % 4 == 0 else {
             throw .corrupt(path: path, reason: "weights are \(blob.count) bytes, manifest says \(m.weightsBytes)")
         }

@@ -77,9 +77,9 @@ struct SoundServerProcess {
         #expect(scoreLines.count >= 25, "\(scoreLines.count) score lines")
         let starred = scoreLines.filter { $0.hasSuffix(" *") }.count
         #expect(starred < 5, "\(starred) starred lines")
-        // The shipped openclaw head wakes at 0.991; through PulseAudio under a full test run's load
-        // this sentence has peaked at 0.98 (issue 9): an intermittent, measured miss.
-        withKnownIssue("the shipped openclaw head's 0.991 threshold leaves little margin under load", isIntermittent: true) {
+        // The shipped openclaw head wakes at 0.81 on 2 steps in a row (this sentence scores 0.96 from a
+        // file); through PulseAudio under load the live wake checks still miss now and then (issue 9).
+        withKnownIssue("the shipped openclaw head misses live espeak-ng audio now and then under load", isIntermittent: true) {
             #expect(detections.count == 1, "\(listener.stdout)")
             #expect(starred >= 1, "\(starred) starred lines")
         }

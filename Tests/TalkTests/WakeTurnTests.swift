@@ -127,12 +127,13 @@ extension TalkAudio {
         }
     }
 
-    /// The shipped openclaw head (issue 9's embedding heads) wakes at 0.991, the lowest its
-    /// training-engine validation allowed; espeak-ng's "openclaw" scores 0.999 from a file, but
-    /// through the private PulseAudio under a full test run's load it has been missed. Measured,
-    /// not hidden: recorded as an intermittent known issue until a head with more margin ships.
+    /// The shipped openclaw head (recipe v2) wakes at 0.81 on 2 steps in a row; espeak-ng's
+    /// "openclaw" sentences score 0.96–0.99 from a file; of six runs of these tests here four
+    /// passed whole, and in the two run while a held-out evaluation and a training loaded the
+    /// machine one openclaw sentence through the private PulseAudio was missed. Measured, not
+    /// hidden: an intermittent known issue until that is understood.
     static func knownOpenclawMargin(_ body: () async throws -> Void) async throws {
-        await withKnownIssue("the shipped openclaw head's 0.991 threshold leaves little margin under load", isIntermittent: true) {
+        await withKnownIssue("the shipped openclaw head misses live espeak-ng audio now and then under load", isIntermittent: true) {
             try await body()
         }
     }

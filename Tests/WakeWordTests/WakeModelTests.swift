@@ -49,6 +49,8 @@ import Testing
         m = good; m.network.windowEmbeddings = 17; cases.append(("window", m, data))
         m = good; m.network.type = "tcn"; cases.append(("type", m, data))
         m = good; m.threshold = 1.5; cases.append(("threshold", m, data))
+        m = good; m.consecutiveSteps = 0; cases.append(("no consecutive steps", m, data))
+        m = good; m.consecutiveSteps = 9; cases.append(("too many consecutive steps", m, data))
         m = good; cases.append(("short weights", m, data.prefix(data.count - 4)))
         m = good; m.tensors.removeLast(); cases.append(("missing tensor", m, data))
         m = good; m.tensors[0].shape = [4, 384]; cases.append(("shape", m, data))

@@ -232,10 +232,13 @@ def score_positives(dets, ends, trig):
     return hits, wrong, stray
 
 
-def replay(steps, thresholds, refractory_ms=2000, warmup_ms=0, decision_ms=0):
+def replay(steps, thresholds, refractory_ms=2000, warmup_ms=0, decision_ms=0, consecutive=None):
     """The detector's rule on per-step scores ({"ms", "scores": {phrase: score}}), per-model
-    thresholds: of the models over threshold the one furthest over (logits) bids; a pending
-    wake is decided after decision_ms; 2 s refractory."""
+    thresholds: of the models over threshold for `consecutive[phrase]` steps in a row (1 when
+    not given) the one furthest over (logits) bids; a pending wake is decided after
+    decision_ms; 2 s refractory."""
+    consecutive = consecutive or {}
+    runs = {p: 0 for p in thresholds}
     def logit(p):
         p = min(max(p, 1e-7), 1 - 1e-7)
         return np.log(p / (1 - p))
@@ -247,7 +250,10 @@ def replay(steps, thresholds, refractory_ms=2000, warmup_ms=0, decision_ms=0):
             last, pending = pending[0], None
         best, margin = None, 0.0
         for p, sc in st["scores"].items():
-            if p in thresholds and sc >= thresholds[p]:
+            if p not in thresholds:
+                continue
+            runs[p] = runs[p] + 1 if sc >= thresholds[p] else 0
+            if runs[p] >= consecutive.get(p, 1):
                 m = logit(sc) - logit(thresholds[p])
                 if best is None or m > margin:
                     best, margin, bs = p, m, sc
@@ -366,14 +372,15 @@ def main():
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu_fraction = cpu_s / meta["negatives"]["seconds"]
 
-    thresholds = {}
+    thresholds, consecutive = {}, {}
     for t in TRIGGERS:
         path = os.path.join(MODELS, f"{t}.json")
         if os.path.exists(path):
-            thresholds[t] = json.load(open(path))["threshold"]
+            man = json.load(open(path))
+            thresholds[t], consecutive[t] = man["threshold"], man.get("consecutiveSteps", 1)
     summary = summarize(meta, dets)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump({"summary": summary, "thresholds": thresholds}, f)
+        json.dump({"summary": summary, "thresholds": thresholds, "consecutive": consecutive}, f)
 
     # Sweep: each model alone at one threshold, replayed on its per-step scores.
     sweep_rows = []
@@ -381,7 +388,7 @@ def main():
         cells = []
         for t in TRIGGERS:
             one = {t: thr}
-            sd = {name: replay(steps[name], one) for name in steps}
+            sd = {name: replay(steps[name], one, consecutive=consecutive) for name in steps}
             sm = summarize(meta, sd)
             r = sm["triggers"][t]
             cells.append(f"{pct(r['missed'], r['events'])} / {sm['falseWakes'][t] / sm['negHours']:.2f} / "
@@ -418,6 +425,27 @@ def main():
         lines += ["Near-miss wakes: " + ", ".join(f"{p} on \"{txt}\"" for p, txt in summary["nearWakes"][:25]) + ".", ""]
     lines += ["Near-miss words (each alone or in a carrier sentence): " +
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
+    prev_path = os.path.join(args.out, "previous-recipe1.json")
+    if os.path.exists(prev_path):
+        b = json.load(open(prev_path))
+        lines += ["## Before: the recipe-v1 heads (main at 4aca506) on the same set", "",
+                  "The embedding heads shipped before recipe v2 (same front end; trained without the wide-speaker trigger "
+                  "canvases and the recorded human negatives; thresholds from the v1 rule, one step over the threshold), "
+                  "through the same Swift detector on the same audio:", ""]
+        lines += results_table(b["summary"], b["thresholds"]) + [""]
+    variants = [("v1heads-v2rule.json", "the recipe-v1 heads (all three) at rule v2's thresholds, 2 steps in a row: "
+                 "the threshold rule alone (`val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2`)"),
+                ("v2heads-v2rule.json", "the recipe-v2 heads (all three, as `make wake-model` trains them) at rule v2: "
+                 "computer's v2 head was not shipped because its validation recall at the rule was lower (53.3 % "
+                 "against 67.9 % for the v1 head)")]
+    have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
+    if have:
+        lines += ["## Variants measured on the way (same set, same detector)", "",
+                  "Decisions were made on training-engine validation; these rows were measured after each decision, "
+                  "to show what each step did.", ""]
+        for f, what in have:
+            b = json.load(open(os.path.join(args.out, f)))
+            lines += [f"**{what[0].upper() + what[1:]}.**", ""] + results_table(b["summary"], b["thresholds"]) + [""]
     base_path = os.path.join(args.out, "baseline-tcn.json")
     if os.path.exists(base_path):
         b = json.load(open(base_path))
@@ -427,7 +455,8 @@ def main():
                   "(`models/training/.venv/bin/python models/training/baseline_tcn.py`, the TCN code and models read from git):", ""]
         lines += results_table(b["summary"], b["thresholds"]) + [""]
     lines += ["## Threshold sweep, each model alone", "",
-              "Each model alone, its `--scores` output replayed through the detector's rule in Python: missed wakes / "
+              "Each model alone, its `--scores` output replayed through the detector's rule in Python (with each model's "
+              f"consecutive steps: {', '.join(f'{t} {k}' for t, k in consecutive.items())}): missed wakes / "
               f"false wakes per hour of speech / wakes on the {n_near} near-miss utterances. The shipped thresholds (table above) "
               "were chosen on training-engine validation, not here.", "",
               "| threshold | " + " | ".join(TRIGGERS) + " |", "|---|" + "---|" * len(TRIGGERS)]

@@ -168,4 +168,11 @@ class FrontEnd:
         m = np.concatenate([np.repeat(self.zero_mel[None], history, axis=0), m])
         # Embedding after chunk k uses frames [8k + 8 + history - 76, 8k + 8 + history).
         start = history + 8 - EMB_FRAMES
-        return self.embed_mels(m[start:])
+        m = m[start:]
+        # In blocks of windows: window k sees frames [8k, 8k + 76) only and the time pools stay
+        # aligned on a multiple of 8, so blocks give exactly the whole sequence's result with a
+        # bounded memory (a 2-hour stream at once took 8 GB).
+        n = (len(m) - EMB_FRAMES) // 8 + 1
+        if n <= 4096:
+            return self.embed_mels(m)
+        return np.concatenate([self.embed_mels(m[8 * a:8 * min(n, a + 4096) - 8 + EMB_FRAMES]) for a in range(0, n, 4096)])

@@ -14,7 +14,7 @@ import speech
 import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CACHE = os.path.join(HERE, ".cache", "render")
+CACHE = os.environ.get("WAKE_RENDER_CACHE") or os.path.join(HERE, ".cache", "render")   # override: timing a clean run
 RENDER_VERSION = 1
 # Clips per engine, scaled by how fast each engine is (Piper is ~50x slower than espeak-ng).
 SHARE = {"espeak-ng": 1.0, "piper-joe": 0.3, "pico-en-US": 0.2, "pico-en-GB": 0.2}
