@@ -114,7 +114,8 @@ struct SoundServerProcess {
         let o = try await env.run(["wake", "detect", "--input", path, "--phrases", "openclaw", "--models", Self.models], timeout: .seconds(60))
         #expect(o.status == 0, "\(o)")
         // espeak-ng's waveform for the same words changes a little with what the process spoke
-        // before, and this sentence scores from 0.93 to 0.999 against the 0.991 threshold (issue 9).
+        // before, and renderings of this sentence at 48 kHz land on both sides of the openclaw
+        // head's threshold (none, 0.81 and 0.996 with the 0.81 two-step head; issue 9).
         withKnownIssue("the shipped openclaw head misses some renderings of this sentence", isIntermittent: true) {
             #expect(o.stdout.split(separator: "\n").filter { $0.hasPrefix("{\"phrase\":\"openclaw\"") }.count == 1, "\(o)")
         }
