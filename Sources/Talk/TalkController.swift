@@ -9,6 +9,7 @@ import Audio
 import Foundation
 import GatewayClient
 import GatewayProtocol
+import WakeWord
 
 public struct TalkConfig: Sendable, Equatable {
     /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
@@ -48,6 +49,10 @@ public struct TalkConfig: Sendable, Equatable {
     public var echoDelayMs = 60
     /// Feedback sounds (end of listening, error, mute, unmute); none by default.
     public var cues: [TalkCue: WakeChime] = [:]
+    /// What ends an utterance (audio.voiceDetector): the voice detector (models/voice.json in
+    /// `modelsDirectory`, nil: where the wake models are found) or the level rule.
+    public var voiceDetector: VoiceDetectorChoice = .model
+    public var modelsDirectory: String?
     public init() {}
 }
 
@@ -173,6 +178,7 @@ public actor TalkController {
         var s = TalkMachine.Settings()
         s.echoCancelled = echo
         s.silenceTimeoutMs = c.silenceTimeoutMs
+        s.voiceDetector = c.voiceDetector
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
         s.headset = c.headset
@@ -231,7 +237,8 @@ public actor TalkController {
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
-            await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
+            let heard = clean(raw, at: at)
+            await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)))
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):
@@ -269,6 +276,24 @@ public actor TalkController {
         return out
     }
     private var cleanedFrames = 0
+
+    /// The voice detector's probability for the frame (nil: the level rule decides, because it
+    /// is off or its model is missing, which is said once).
+    private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
+        guard config.voiceDetector == .model, frame.format == .voice else { return nil }
+        if voice == nil && !voiceUnavailable {
+            let dir = config.modelsDirectory ?? WakeModelCatalog.defaultDirectory()
+            do { voice = VoiceDetector(model: try VoiceDetectorModel.load(directory: dir)) } catch {
+                voiceUnavailable = true
+                log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")
+            }
+        }
+        guard let voice else { return nil }
+        if followsGap { voice.reset() }
+        return voice.probability(frame.samples)
+    }
+    private var voice: VoiceDetector?
+    private var voiceUnavailable = false
     /// Whether the wake detector heard the previous frame.
     private var wakeHeardLast = false
 
