@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
   libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
-  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite
+  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite alsa-utils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv

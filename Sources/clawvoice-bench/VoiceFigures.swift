@@ -13,6 +13,12 @@ func loadVoiceDetector() throws -> VoiceDetector {
     VoiceDetector(model: try VoiceDetectorModel.load(directory: WakeModelCatalog.defaultDirectory()))
 }
 
+func threadCPUSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 func pct(_ x: Double) -> String { String(format: "%.1f %%", x * 100) }
 
 func vadTable(sentencesPerVoice: Int) throws {
@@ -31,7 +37,7 @@ func vadTable(sentencesPerVoice: Int) throws {
         for (label, snr) in snrs {
             let noise = snr == nil ? nil : BenchNoise.allCases[(i + Int(snr!)) % BenchNoise.allCases.count]
             let c = EndpointBench.clip(parts: [s.samples], gapsMs: [], leadMs: 600, tailMs: 800, noise: noise, snrDb: snr,
-                                       peakDbfs: -3 - 27 * Double(rng.next() >> 11) / Double(1 << 53), voice: s.voice, rng: &rng)
+                                       peakDbfs: -3 - 17 * Double(rng.next() >> 11) / Double(1 << 53), voice: s.voice, rng: &rng)
             let decisions = [EndpointBench.probabilities(c, detector: detector).map { $0 >= threshold },
                              EndpointBench.levelSpeech(c), try EndpointBench.webrtcSpeech(c)]
             var t = bySnr[label] ?? Array(repeating: Tally(), count: names.count)
@@ -80,7 +86,17 @@ func vadTable(sentencesPerVoice: Int) throws {
         print("| \(kind.rawValue) | " + counts.map { pct(Double($0.0) / Double($0.1)) }.joined(separator: " | ") + " |")
     }
     print("| all | " + totals.map { "**\(pct(Double($0.0) / Double($0.1)))**" }.joined(separator: " | ") + " |")
+    // CPU: the detector alone over 60 s of audio, thread CPU time, beside the level rule's.
+    var r2 = SplitMix64(seed: 7)
+    let minute = BenchClip(samples: BenchNoise.pink.samples(60 * 16_000, rng: &r2).map { Int16(clamping: Int($0 * 3000)) },
+                           labels: [], lastWordEndMs: nil, noise: .pink, snrDb: nil, voice: "")
+    let t0 = threadCPUSeconds()
+    _ = EndpointBench.probabilities(minute, detector: detector)
+    let t1 = threadCPUSeconds()
+    _ = EndpointBench.levelSpeech(minute)
+    let t2 = threadCPUSeconds()
     print("\nvoice detector threshold \(threshold) (models/voice.json, chosen on training-engine validation)")
+    print(String(format: "CPU: the voice detector takes %.2f %% of one core (%.2f s of thread CPU for 60 s of audio); the level rule %.3f %%", (t1 - t0) / 60 * 100, t1 - t0, (t2 - t1) / 60 * 100))
 }
 
 func endpointTable(sentences: Int) throws {
@@ -113,5 +129,16 @@ func endpointTable(sentences: Int) throws {
             byVoice[c.voice] = v
         }
         print("early cuts at \(r.windowMs) ms by voice: " + byVoice.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.0)/\($0.value.1)" }.joined(separator: ", "))
+        for (name, v) in [("voice detector", probs as [[Double]]?), ("level rule", nil)] {
+            var byNoise: [String: (Int, Int)] = [:]
+            for (i, c) in clips.enumerated() {
+                let k = c.noise.map { "\($0.rawValue) \(Int(c.snrDb ?? 0)) dB" } ?? "clean"
+                var t = byNoise[k] ?? (0, 0)
+                t.1 += 1
+                if EndpointBench.decisionMs(c, windowMs: r.windowMs, voice: v?[i], threshold: detector.threshold) == nil { t.0 += 1 }
+                byNoise[k] = t
+            }
+            print("held open at \(r.windowMs) ms, \(name), by noise: " + byNoise.sorted { $0.key < $1.key }.filter { $0.value.0 > 0 }.map { "\($0.key) \($0.value.0)/\($0.value.1)" }.joined(separator: ", "))
+        }
     }
 }

@@ -155,12 +155,34 @@ def drone(rng, n):
     return lfilter([0.2], [1, -0.8], x)
 
 
+def chords(rng, n):
+    """Piano-, organ- and guitar-like chords and arpeggios: 2-5 notes, 1-8 partials with a
+    random tilt, a short attack and a decay or a hold, 0.1-1.2 s each."""
+    x, pos = np.zeros(n), 0
+    while pos < n:
+        dur = min(n - pos, int(rng.uniform(0.1, 1.2) * SR))
+        root = 65.0 * 2 ** (rng.integers(0, 36) / 12.0)
+        notes = [root * 2 ** (int(k) / 12.0) for k in rng.choice([0, 3, 4, 5, 7, 9, 10, 12, 14, 16, 19], size=int(rng.integers(2, 6)), replace=False)]
+        stagger = rng.uniform(0, 0.08) if rng.random() < 0.4 else 0.0
+        tb = dict(harmonics=int(rng.integers(1, 9)), tilt=rng.uniform(0.3, 2.0), odd_only=rng.random() < 0.2,
+                  vibrato=(rng.uniform(4, 7), rng.uniform(0, 0.008) if rng.random() < 0.3 else 0.0),
+                  attack=rng.uniform(0.002, 0.05), decay=rng.uniform(0.05, 1.0), sustain=rng.uniform(0, 0.7))
+        for i, f0 in enumerate(notes):
+            a = pos + int(i * stagger * SR)
+            if a >= pos + dur:
+                break
+            x[a:pos + dur] += augment._note(rng, pos + dur - a, f0, **tb)
+        pos += dur
+    return x
+
+
 NOISES = {
     "white": lambda r, n: augment.coloured_noise(r, n, 0),
     "pink": lambda r, n: augment.coloured_noise(r, n, 1),
     "brown": lambda r, n: augment.coloured_noise(r, n, 2),
     "music": augment.train_music,
     "hum": hum, "tones": tones, "clatter": clatter, "fan": train_fan, "drone": drone,
+    "chords": chords, "chords2": chords, "music2": augment.train_music,   # music is the hard case: drawn 2x as often
 }
 
 
@@ -191,7 +213,7 @@ def human_recordings():
 
 def utterances(n_per_engine, seed):
     os.makedirs(CACHE, exist_ok=True)
-    key = hashlib.sha1(repr((2, n_per_engine, seed)).encode()).hexdigest()[:10]
+    key = hashlib.sha1(repr((2, n_per_engine, seed)).encode()).hexdigest()[:10]  # the speech only
     path = os.path.join(CACHE, f"speech-{key}.npz")
     if os.path.exists(path):
         z = np.load(path, allow_pickle=True)
