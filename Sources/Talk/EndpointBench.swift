@@ -241,8 +241,9 @@ public enum EndpointBench {
 
     /// When the endpointer decides the utterance is over, in ms of audio (nil: not within the
     /// clip). `voice`: per-frame probabilities (nil: the level rule).
-    public static func decisionMs(_ clip: BenchClip, windowMs: Int, voice: [Double]?, threshold: Double) -> Double? {
+    public static func decisionMs(_ clip: BenchClip, windowMs: Int, voice: [Double]?, threshold: Double, hold: Int = Endpointer.defaultVoiceHoldFrames) -> Double? {
         var e = Endpointer(silenceTimeoutMs: windowMs, maxCaptureMs: 0, voiceThreshold: voice == nil ? nil : threshold)
+        e.voiceHoldFrames = hold
         for (j, f) in frames(clip).enumerated() {
             if case .endOfUtterance = e.feed(f, voice: voice.map { $0[min(j, $0.count - 1)] }) { return Double(j + 1) * 20 }
         }
@@ -322,13 +323,14 @@ public enum EndpointBench {
     }
 
     /// Early cuts, held-open captures and latencies at each window.
-    public static func evaluate(_ clips: [BenchClip], voice: [[Double]]?, threshold: Double, windowsMs: [Int]) -> [WindowResult] {
+    public static func evaluate(_ clips: [BenchClip], voice: [[Double]]?, threshold: Double, windowsMs: [Int],
+                                hold: Int = Endpointer.defaultVoiceHoldFrames) -> [WindowResult] {
         windowsMs.map { w in
             var r = WindowResult(windowMs: w)
             for (i, c) in clips.enumerated() {
                 guard let last = c.lastWordEndMs else { continue }
                 r.trials += 1
-                guard let d = decisionMs(c, windowMs: w, voice: voice?[i], threshold: threshold) else { r.heldOpen += 1; continue }
+                guard let d = decisionMs(c, windowMs: w, voice: voice?[i], threshold: threshold, hold: hold) else { r.heldOpen += 1; continue }
                 if d < last { r.earlyCuts += 1 } else { r.latenciesMs.append(d - last) }
             }
             return r

@@ -13,6 +13,7 @@ import WakeWord
 
 public struct TalkConfig: Sendable, Equatable {
     /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
+    /// 900 ms: the shortest of 400/700/900 that cuts ≤ 2 % of sentences early (clawvoice-bench --endpoint).
     public var silenceTimeoutMs = 900
     /// `once` ends here at the latest, as on the iPhone.
     public var onceMaxMs = 12_000

@@ -41,8 +41,9 @@ var figures: [Figure] = []
 
 // `--vad`, `--endpoint`: the voice detector's and the endpointer's tables (pure compute, no audio server).
 let sentencesArg = args.firstIndex(of: "--sentences").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
-if args.contains("--vad") || args.contains("--endpoint") {
+if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tune") {
     do {
+        if args.contains("--tune") { try tuneGate(sentences: sentencesArg ?? 160) }
         if args.contains("--vad") { try vadTable(sentencesPerVoice: sentencesArg ?? 40) }
         if args.contains("--endpoint") { try endpointTable(sentences: sentencesArg ?? 300) }
     } catch {

@@ -73,6 +73,10 @@ public struct Endpointer: Sendable {
     /// Even a voice-like frame is not speech under this level (−60 dBFS: below any microphone's
     /// hiss; the detector only sees shapes, and digital near-silence has shapes too).
     public static let voiceFloorDbfs = -60.0
+    /// Voiced frames in a row that keep an utterance going once speech was heard.
+    public var voiceHoldFrames = Endpointer.defaultVoiceHoldFrames
+    public static let defaultVoiceHoldFrames = 2
+    private var voiceRun = 0
 
     /// Speech has been heard in this capture.
     public private(set) var speechHeard = false
@@ -124,7 +128,11 @@ public struct Endpointer: Sendable {
         // raise its own bar.
         let loud: Bool
         if let bar = voiceThreshold, let p = voice {
-            loud = p >= bar && level > Self.voiceFloorDbfs
+            let voiced = p >= bar && level > Self.voiceFloorDbfs
+            voiceRun = voiced ? voiceRun + 1 : 0
+            // After speech has started, only `voiceHoldFrames` voiced frames in a row keep the
+            // utterance going: a lone voice-like frame in music or clatter does not.
+            loud = voiced && (!speechHeard || voiceRun >= voiceHoldFrames)
         } else {
             loud = level > thresholdDbfs
         }
