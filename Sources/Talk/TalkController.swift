@@ -54,6 +54,8 @@ public struct TalkConfig: Sendable, Equatable {
     /// `modelsDirectory`, nil: where the wake models are found) or the level rule.
     public var voiceDetector: VoiceDetectorChoice = .model
     public var modelsDirectory: String?
+    /// The detector's threshold; replaced by the model's own when it loads.
+    public var voiceThreshold = 0.5
     public init() {}
 }
 
@@ -180,6 +182,7 @@ public actor TalkController {
         s.echoCancelled = echo
         s.silenceTimeoutMs = c.silenceTimeoutMs
         s.voiceDetector = c.voiceDetector
+        s.voiceThreshold = c.voiceThreshold
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
         s.headset = c.headset
@@ -279,22 +282,40 @@ public actor TalkController {
     private var cleanedFrames = 0
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
-    /// is off or its model is missing, which is said once).
+    /// is off, still loading, or its model is missing, which is said once). The model is read
+    /// off the loop, by a child task that posts it back.
     private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
-        guard config.voiceDetector == .model, frame.format == .voice else { return nil }
-        if voice == nil && !voiceUnavailable {
-            let dir = config.modelsDirectory ?? WakeModelCatalog.defaultDirectory()
-            do { voice = VoiceDetector(model: try VoiceDetectorModel.load(directory: dir)) } catch {
-                voiceUnavailable = true
-                log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")
+        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice else { return nil }
+        guard let voice else {
+            if !voiceLoading {
+                voiceLoading = true
+                let dir = config.modelsDirectory ?? WakeModelCatalog.defaultDirectory()
+                let post = self.post
+                jobs.append {
+                    let loaded = Result { () throws(WakeWordError) -> VoiceDetectorModel in try VoiceDetectorModel.load(directory: dir) }
+                    post.yield(.call { await $0.voiceModelLoaded(loaded) })
+                }
             }
+            return nil
         }
-        guard let voice else { return nil }
         if followsGap { voice.reset() }
         return voice.probability(frame.samples)
     }
+
+    private func voiceModelLoaded(_ loaded: Result<VoiceDetectorModel, WakeWordError>) {
+        switch loaded {
+        case .success(let model):
+            voice = VoiceDetector(model: model)
+            config.voiceThreshold = model.manifest.threshold
+            var s = machine.settings
+            s.voiceThreshold = model.manifest.threshold
+            machine.replaceSettings(s)
+        case .failure(let error):
+            log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")
+        }
+    }
     private var voice: VoiceDetector?
-    private var voiceUnavailable = false
+    private var voiceLoading = false
     /// Whether the wake detector heard the previous frame.
     private var wakeHeardLast = false
 

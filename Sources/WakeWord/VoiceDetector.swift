@@ -6,6 +6,7 @@
 // quiet one look the same. The arithmetic is voice_train.py's, checked against its golden
 // probabilities in the tests. It lives here because it shares the wake features' FFT and weights.
 
+import COpenBLAS
 import Foundation
 
 /// The detector's manifest (models/voice.json).
@@ -100,9 +101,12 @@ public final class VoiceDetector {
     private var pending = 0                                    // samples since the last mel frame
     private var frame = [Double](repeating: 0, count: 512)
     private var power = [Double](repeating: 0, count: 257)
+    private var powerF = [Float](repeating: 0, count: 257)
+    private var bands = [Float](repeating: 0, count: 32)
     private var mels: [Float]                                  // windowFrames × 32, oldest first
     private var input: [Float]
-    private var layerOut: [[Float]]
+    /// Each layer's output.
+    private let outputs: [UnsafeMutablePointer<Float>]
     /// The last probability computed.
     public private(set) var last = 0.0
 
@@ -111,8 +115,15 @@ public final class VoiceDetector {
         let m = model.manifest
         mels = [Float](repeating: Float(m.silentBels), count: m.windowFrames * m.mels)
         input = [Float](repeating: 0, count: m.windowFrames * m.mels)
-        layerOut = model.dense.map { [Float](repeating: 0, count: $0.outputs) }
+        outputs = model.dense.map { l in
+            let p = UnsafeMutablePointer<Float>.allocate(capacity: l.outputs)
+            p.initialize(repeating: 0, count: l.outputs)
+            return p
+        }
+        openblas_set_num_threads(1)
     }
+
+    deinit { for p in outputs { p.deallocate() } }
 
     /// Back to the start of a stream (silence before it).
     public func reset() {
@@ -144,16 +155,17 @@ public final class VoiceDetector {
     }
 
     private func pushMelFrame() {
-        let mel = model.melMatrix, window = model.window, n = 32
+        let window = model.window, n = 32
         for i in 0..<512 { frame[i] = ring[i] * Double(window[i]) }
         frame.withUnsafeBufferPointer { inp in power.withUnsafeMutableBufferPointer { fft.powerSpectrum(inp, into: $0) } }
+        for k in 0..<257 { powerF[k] = Float(power[k]) }
+        // bands = melMatrixᵀ · power (the matrix is [257][32] row-major).
+        model.melMatrix.withUnsafeBufferPointer { m in
+            cblas_sgemv(CblasRowMajor, CblasTrans, 257, Int32(n), 1, m.baseAddress, Int32(n), powerF, 1, 0, &bands, 1)
+        }
         mels.withUnsafeMutableBufferPointer { w in
             _ = memmove(w.baseAddress!, w.baseAddress! + n, (w.count - n) * MemoryLayout<Float>.size)
-            for b in 0..<n {
-                var s = 0.0
-                for k in 0..<257 { s += power[k] * Double(mel[k * n + b]) }
-                w[w.count - n + b] = Float(log10(max(s, 1e-10)))
-            }
+            for b in 0..<n { w[w.count - n + b] = Float(log10(max(Double(bands[b]), 1e-10))) }
         }
     }
 
@@ -163,22 +175,19 @@ public final class VoiceDetector {
         for v in mels { top = max(top, v) }
         let floor = top - Float(m.floorBels), scale = Float(m.inputScale), offset = Float(m.inputOffset)
         for i in mels.indices { input[i] = (max(mels[i], floor) - top) * scale + offset }
-        var x = input
-        for (li, layer) in model.dense.enumerated() {
-            var out = layerOut[li]
-            for j in 0..<layer.outputs { out[j] = layer.bias[j] }
-            layer.weight.withUnsafeBufferPointer { w in
-                for i in 0..<layer.inputs {
-                    let xi = x[i]
-                    if xi == 0 { continue }
-                    let row = i * layer.outputs
-                    for j in 0..<layer.outputs { out[j] += xi * w[row + j] }
+        // Each layer: out = bias + weightᵀ · in (weights [in][out] row-major), ReLU but the last.
+        input.withUnsafeBufferPointer { inp in
+            for (li, layer) in model.dense.enumerated() {
+                let out = outputs[li]
+                out.update(from: layer.bias, count: layer.outputs)
+                let x: UnsafePointer<Float> = li == 0 ? inp.baseAddress! : UnsafePointer(outputs[li - 1])
+                layer.weight.withUnsafeBufferPointer { w in
+                    cblas_sgemv(CblasRowMajor, CblasTrans, Int32(layer.inputs), Int32(layer.outputs), 1, w.baseAddress,
+                                Int32(layer.outputs), x, 1, 1, out, 1)
                 }
+                if li < model.dense.count - 1 { for j in 0..<layer.outputs { out[j] = max(out[j], 0) } }
             }
-            if li < model.dense.count - 1 { for j in 0..<layer.outputs { out[j] = max(out[j], 0) } }
-            layerOut[li] = out
-            x = out
         }
-        return 1 / (1 + exp(-Double(x[0])))
+        return 1 / (1 + exp(-Double(outputs[outputs.count - 1][0])))
     }
 }
