@@ -209,6 +209,7 @@ public actor TalkController {
 
     /// Runs the inbox until the task is cancelled; executor jobs are its child tasks.
     public func run() async {
+        loadVoiceDetector()
         await withDiscardingTaskGroup { group in
             for await item in inbox {
                 await process(item)
@@ -282,40 +283,28 @@ public actor TalkController {
     private var cleanedFrames = 0
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
-    /// is off, still loading, or its model is missing, which is said once). The model is read
-    /// off the loop, by a child task that posts it back.
+    /// is off or its model is missing, which `run()` said once).
     private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
-        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice else { return nil }
-        guard let voice else {
-            if !voiceLoading {
-                voiceLoading = true
-                let dir = config.modelsDirectory ?? WakeModelCatalog.defaultDirectory()
-                let post = self.post
-                jobs.append {
-                    let loaded = Result { () throws(WakeWordError) -> VoiceDetectorModel in try VoiceDetectorModel.load(directory: dir) }
-                    post.yield(.call { await $0.voiceModelLoaded(loaded) })
-                }
-            }
-            return nil
-        }
+        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { return nil }
         if followsGap { voice.reset() }
         return voice.probability(frame.samples)
     }
 
-    private func voiceModelLoaded(_ loaded: Result<VoiceDetectorModel, WakeWordError>) {
-        switch loaded {
-        case .success(let model):
+    /// Reads the voice detector's model once, before the loop takes its first frame.
+    private func loadVoiceDetector() {
+        guard config.voiceDetector == .model, voice == nil else { return }
+        do {
+            let model = try VoiceDetectorModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             voice = VoiceDetector(model: model)
             config.voiceThreshold = model.manifest.threshold
             var s = machine.settings
             s.voiceThreshold = model.manifest.threshold
             machine.replaceSettings(s)
-        case .failure(let error):
+        } catch {
             log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")
         }
     }
     private var voice: VoiceDetector?
-    private var voiceLoading = false
     /// Whether the wake detector heard the previous frame.
     private var wakeHeardLast = false
 
