@@ -3,7 +3,7 @@
 # Creates models/training/.venv from requirements.txt on first use (the same one the wake models use),
 # renders speech with espeak-ng, Piper joe and Pico (never flite: awb and rms are the held-out voices of
 # clawvoice-bench --vad and --endpoint), mixes it with noise, trains the MLP and writes
-# models/voice.json + voice.bin. About 25 min on this shared 2-core machine.
+# models/voice.json + voice.bin. About 20-25 min on this shared 2-core machine (Piper is most of it).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 command -v espeak-ng >/dev/null || { echo "voice_train.sh: espeak-ng is missing; install it with: apt-get install espeak-ng libespeak-ng1" >&2; exit 1; }
@@ -18,4 +18,4 @@ if [ ! -f "$venv/.ready" ] || [ "$here/requirements.txt" -nt "$venv/.ready" ]; t
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 cd "$here"
-exec nice -n "${VOICE_NICE:-10}" "$venv/bin/python" -u voice_train.py --per-engine 400 --scenes 3000 --epochs 10 "$@"
+exec nice -n "${VOICE_NICE:-10}" "$venv/bin/python" -u voice_train.py --per-engine 400 --scenes 4000 --epochs 10 "$@"
