@@ -39,6 +39,7 @@ help:
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
 	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 16-30 min here; models/README.md)'
+	@echo 'make voice-model                     retrain the endpointer voice detector, models/voice.json (about 25 min)'
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

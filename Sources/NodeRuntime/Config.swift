@@ -51,6 +51,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var echoCancel: Bool? = nil
         /// How late the speaker's sound reaches the microphone, for the echo canceller (0–500 ms).
         public var echoDelayMs: Int = 60
+        /// What ends an utterance: "model" (the voice detector, models/voice.json) or "level".
+        public var voiceDetector: VoiceDetectorChoice = .model
     }
     public struct Talk: Sendable, Equatable {
         /// Silence after speech that ends `talk.ptt.once` (the gateway's talk.config wins when it names one).
@@ -166,7 +168,7 @@ extension ClawConfig {
         "log": ["level": "string"],
         "control": ["socket": "string?"],
         "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?", "echoCancel": "bool?",
-                  "echoDelayMs": "int:0:500"],
+                  "echoDelayMs": "int:0:500", "voiceDetector": "string"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000",
@@ -275,6 +277,12 @@ extension ClawConfig {
                 c.audio.headset = fields["headset"]?.boolValue
                 c.audio.echoCancel = fields["echoCancel"]?.boolValue
                 if let n = i("echoDelayMs") { c.audio.echoDelayMs = n }
+                if let v = s("voiceDetector") {
+                    guard let d = VoiceDetectorChoice(rawValue: v) else {
+                        throw ConfigError("\(file): 'audio.voiceDetector' must be \"model\" or \"level\"")
+                    }
+                    c.audio.voiceDetector = d
+                }
             case "talk":
                 if let n = i("silenceTimeoutMs") { c.talk.silenceTimeoutMs = n }
                 if let n = i("onceMaxMs") { c.talk.onceMaxMs = n }

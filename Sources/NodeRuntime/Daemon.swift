@@ -263,6 +263,8 @@ public final class NodeDaemon: Sendable {
         t.headset = c.audio.headset ?? false
         t.echoCancel = c.audio.echoCancel
         t.echoDelayMs = c.audio.echoDelayMs
+        t.voiceDetector = c.audio.voiceDetector
+        t.modelsDirectory = c.wake.modelsDirectory
         t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
         t.cues = c.sounds.cues
         return t

@@ -9,9 +9,11 @@ import Audio
 import Foundation
 import GatewayClient
 import GatewayProtocol
+import WakeWord
 
 public struct TalkConfig: Sendable, Equatable {
     /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
+    /// 900 ms: the shortest of 400/700/900 that cuts ≤ 2 % of sentences early (clawvoice-bench --endpoint).
     public var silenceTimeoutMs = 900
     /// `once` ends here at the latest, as on the iPhone.
     public var onceMaxMs = 12_000
@@ -48,6 +50,12 @@ public struct TalkConfig: Sendable, Equatable {
     public var echoDelayMs = 60
     /// Feedback sounds (end of listening, error, mute, unmute); none by default.
     public var cues: [TalkCue: WakeChime] = [:]
+    /// What ends an utterance (audio.voiceDetector): the voice detector (models/voice.json in
+    /// `modelsDirectory`, nil: where the wake models are found) or the level rule.
+    public var voiceDetector: VoiceDetectorChoice = .model
+    public var modelsDirectory: String?
+    /// The detector's threshold; replaced by the model's own when it loads.
+    public var voiceThreshold = 0.5
     public init() {}
 }
 
@@ -173,6 +181,8 @@ public actor TalkController {
         var s = TalkMachine.Settings()
         s.echoCancelled = echo
         s.silenceTimeoutMs = c.silenceTimeoutMs
+        s.voiceDetector = c.voiceDetector
+        s.voiceThreshold = c.voiceThreshold
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
         s.headset = c.headset
@@ -199,6 +209,7 @@ public actor TalkController {
 
     /// Runs the inbox until the task is cancelled; executor jobs are its child tasks.
     public func run() async {
+        loadVoiceDetector()
         await withDiscardingTaskGroup { group in
             for await item in inbox {
                 await process(item)
@@ -231,7 +242,8 @@ public actor TalkController {
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
-            await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
+            let heard = clean(raw, at: at)
+            await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)))
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):
@@ -269,6 +281,30 @@ public actor TalkController {
         return out
     }
     private var cleanedFrames = 0
+
+    /// The voice detector's probability for the frame (nil: the level rule decides, because it
+    /// is off or its model is missing, which `run()` said once).
+    private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
+        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { return nil }
+        if followsGap { voice.reset() }
+        return voice.probability(frame.samples)
+    }
+
+    /// Reads the voice detector's model once, before the loop takes its first frame.
+    private func loadVoiceDetector() {
+        guard config.voiceDetector == .model, voice == nil else { return }
+        do {
+            let model = try VoiceDetectorModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
+            voice = VoiceDetector(model: model)
+            config.voiceThreshold = model.manifest.threshold
+            var s = machine.settings
+            s.voiceThreshold = model.manifest.threshold
+            machine.replaceSettings(s)
+        } catch {
+            log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")
+        }
+    }
+    private var voice: VoiceDetector?
     /// Whether the wake detector heard the previous frame.
     private var wakeHeardLast = false
 

@@ -71,10 +71,22 @@ public struct SpeakerState: Sendable, Equatable {
     }
 }
 
+/// What the endpointer counts as speech (audio.voiceDetector).
+public enum VoiceDetectorChoice: String, Sendable, Equatable, CaseIterable {
+    /// The trained voice detector (models/voice.json): loud noise is not speech.
+    case model
+    /// The frame's level against the noise floor (the iOS rule): anything loud is speech.
+    case level
+}
+
 public struct TalkMachine: Sendable {
     /// The settings the machine decides with (TalkConfig and WakeConfig, minus the executors' parts).
     public struct Settings: Sendable, Equatable {
         public var silenceTimeoutMs = 900
+        /// What ends an utterance (audio.voiceDetector): the voice detector's probability per
+        /// frame, at `voiceThreshold`, or the level against the noise floor.
+        public var voiceDetector: VoiceDetectorChoice = .model
+        public var voiceThreshold = 0.5
         public var onceMaxMs = 12_000
         public var captureMaxMs = 60_000
         public var headset = false
@@ -166,7 +178,9 @@ public struct TalkMachine: Sendable {
     public enum Input: Sendable {
         /// `session`: the session the gateway stamped on the invoke (nil: the current one).
         case command(Command, token: Int, freshId: String, session: String? = nil)
-        case frame(PCMBuffer, speaker: SpeakerState)
+        /// A microphone frame; `voice`: the voice detector's probability for it (nil: not run,
+        /// the endpointer then judges by level).
+        case frame(PCMBuffer, speaker: SpeakerState, voice: Double? = nil)
         case microphone(MicrophoneState)
         case operatorState(connected: Bool, mainSessionKey: String?)
         /// A wake word was heard in the last frame; `routedSession` is its route, if any.
@@ -298,8 +312,8 @@ public struct TalkMachine: Sendable {
         switch input {
         case .command(let command, let token, let freshId, let session):
             command_(command, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
-        case .frame(let frame, let speaker):
-            frame_(frame, speaker: speaker, nowMs: nowMs, out: &out)
+        case .frame(let frame, let speaker, let voice):
+            frame_(frame, speaker: speaker, voice: voice, nowMs: nowMs, out: &out)
         case .microphone(let state):
             if case .unavailable(let why) = state, let id = activeCaptureId, microphone == .live {
                 out.append(.log(.warning, "talk", "microphone lost during capture \(id): \(why)"))
@@ -455,22 +469,15 @@ public struct TalkMachine: Sendable {
     }
 
     private mutating func open(id: String, kind: Kind, session: String?, nowMs: Int64, leading: Leading, out: inout [Action]) {
-        let endpointer: Endpointer
-        let capMs: Int
+        let capMs: Int, silenceMs: Int
         switch kind {
-        case .hold:
-            capMs = settings.captureMaxMs
-            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
-        case .once:
-            capMs = settings.onceMaxMs
-            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
-        case .wake:
-            capMs = settings.wakeMaxCaptureMs
-            endpointer = Endpointer(silenceTimeoutMs: settings.wakeSilenceAfterSpeechMs, maxCaptureMs: capMs)
-        case .followUp:
-            capMs = settings.onceMaxMs
-            endpointer = Endpointer(silenceTimeoutMs: settings.silenceTimeoutMs, maxCaptureMs: capMs)
+        case .hold: (capMs, silenceMs) = (settings.captureMaxMs, settings.silenceTimeoutMs)
+        case .once: (capMs, silenceMs) = (settings.onceMaxMs, settings.silenceTimeoutMs)
+        case .wake: (capMs, silenceMs) = (settings.wakeMaxCaptureMs, settings.wakeSilenceAfterSpeechMs)
+        case .followUp: (capMs, silenceMs) = (settings.onceMaxMs, settings.silenceTimeoutMs)
         }
+        let endpointer = Endpointer(silenceTimeoutMs: silenceMs, maxCaptureMs: capMs,
+                                    voiceThreshold: settings.voiceDetector == .model ? settings.voiceThreshold : nil)
         let c = Capture(id: id, kind: kind, sessionKey: session, startedAtMs: nowMs, endpointer: endpointer,
                         capAtMs: nowMs + Int64(capMs) + settings.capSlackMs)
         phase = .capturing(c)
@@ -519,7 +526,7 @@ public struct TalkMachine: Sendable {
 
     // MARK: frames
 
-    private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, nowMs: Int64, out: inout [Action]) {
+    private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, voice: Double?, nowMs: Int64, out: inout [Action]) {
         // Muted: nothing hears the frame (no capture, pre-roll, wake or barge-in).
         if muted { return }
         switch phase {
@@ -530,7 +537,7 @@ public struct TalkMachine: Sendable {
             switch c.kind { case .wake, .followUp: unsolicited = true; default: unsolicited = false }
             let chimeAudible = unsolicited && !settings.headset && !settings.echoCancelled && speaker.audible(tailMs: settings.speakerTailMs)
             let heard = chimeAudible ? PCMBuffer(format: frame.format, samples: [Int16](repeating: 0, count: frame.samples.count)) : frame
-            var event = c.endpointer.feed(heard)
+            var event = c.endpointer.feed(heard, voice: chimeAudible ? voice.map { _ in 0 } : voice)
             if case .wake = c.kind, event == nil, !c.endpointer.speechHeard,
                c.endpointer.elapsedMilliseconds >= Double(settings.wakeTriggerOnlyMs) {
                 event = .endOfUtterance(reason: .silence)  // only the trigger was heard

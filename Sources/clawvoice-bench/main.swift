@@ -2,6 +2,8 @@
 // the same process (these machines are shared and noisy; ratios travel, milliseconds less so).
 //
 //   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only]
+//   swift run -c release clawvoice-bench --vad [--sentences N]        (VoiceFigures.swift)
+//   swift run -c release clawvoice-bench --endpoint [--sentences N]
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -36,6 +38,20 @@ struct Figure: Codable {
     var detail: String
 }
 var figures: [Figure] = []
+
+// `--vad`, `--endpoint`: the voice detector's and the endpointer's tables (pure compute, no audio server).
+let sentencesArg = args.firstIndex(of: "--sentences").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
+if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tune") {
+    do {
+        if args.contains("--tune") { try tuneGate(sentences: sentencesArg ?? 160) }
+        if args.contains("--vad") { try vadTable(sentencesPerVoice: sentencesArg ?? 40) }
+        if args.contains("--endpoint") { try endpointTable(sentences: sentencesArg ?? 300) }
+    } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
 
 // `--wake-only`: just the wake figure (used by models/README.md's measurement).
 if args.contains("--wake-only") {

@@ -115,6 +115,12 @@ private func json5Error(_ text: String) -> JSON5Error? {
         #expect(configError("{ wake: { sensitivity: 1.5 } }")?.contains("'wake.sensitivity' must be a number from 0.0 to 1.0") == true)
         #expect(configError("{ talk: { silenceTimeoutMs: \"fast\" } }")?.contains("'talk.silenceTimeoutMs' must be a whole number") == true)
         #expect(configError("{ ptt: { mode: \"press\" } }")?.contains("'ptt.mode' must be \"hold\" or \"toggle\"") == true)
+        #expect(configError("{ audio: { voiceDetector: \"webrtc\" } }")?.contains("'audio.voiceDetector' must be \"model\" or \"level\"") == true)
+    }
+
+    @Test func `the voice detector is the model unless the config says level`() throws {
+        #expect(try ClawConfig.parse("{}", file: "f").audio.voiceDetector == .model)
+        #expect(try ClawConfig.parse("{ audio: { voiceDetector: \"level\" } }", file: "f").audio.voiceDetector == .level)
     }
 
     @Test func `an unknown key is named with the near one suggested`() {

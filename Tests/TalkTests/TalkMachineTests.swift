@@ -577,3 +577,89 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(d.answers(s) == [.result(PTTResult(captureId: "c1", transcript: "hello there", status: .notQueued))])
     }
 }
+
+/// The endpointer with the voice detector's probability as an input (issue 14): loud noise that
+/// is not voice does not hold a capture open, a pause shorter than the window does not end it,
+/// and the window is the gateway's when it sends one.
+@Suite struct TalkMachineVoiceEndpointTests {
+    /// `ms` of frames: loud or quiet, with the detector's probability.
+    static func feed(_ d: inout MachineDriver, ms: Int, loud: Bool, voice: Double?) {
+        for _ in 0..<(ms / 20) { d.feed(.frame(frame(loud: loud), speaker: .silent, voice: voice)) }
+    }
+
+    func once(_ detector: VoiceDetectorChoice, windowMs: Int = 700) -> MachineDriver {
+        var s = TalkMachine.Settings()
+        s.silenceTimeoutMs = windowMs
+        s.voiceDetector = detector
+        var d = MachineDriver(settings: s)
+        d.command(.once)
+        Self.feed(&d, ms: 600, loud: false, voice: 0.02)   // calibrate on a quiet room
+        Self.feed(&d, ms: 1_000, loud: true, voice: 0.95)  // speech
+        return d
+    }
+
+    @Test func loudNoiseAfterSpeechDoesNotHoldTheCaptureOpen() {
+        var d = once(.model)
+        Self.feed(&d, ms: 680, loud: true, voice: 0.05)    // a loud fan starts as the user stops
+        #expect(d.count(\.isFinish) == 0, "680 ms is still inside the 700 ms window")
+        Self.feed(&d, ms: 20, loud: true, voice: 0.05)
+        #expect(d.count(\.isFinish) == 1, "700 ms of noise without voice ends the utterance")
+    }
+
+    @Test func withTheLevelRuleTheSameNoiseHoldsItOpen() {
+        var d = once(.level)
+        Self.feed(&d, ms: 5_000, loud: true, voice: 0.05)
+        #expect(d.count(\.isFinish) == 0, "the level rule hears the noise as speech")
+        #expect(d.m.activeCaptureId == "c1")
+    }
+
+    @Test func withoutAProbabilityTheModelSettingFallsBackToLevel() {
+        var d = once(.model)
+        Self.feed(&d, ms: 2_000, loud: true, voice: nil)   // no detector ran (its model is missing)
+        #expect(d.count(\.isFinish) == 0)
+        Self.feed(&d, ms: 700, loud: false, voice: nil)
+        #expect(d.count(\.isFinish) == 1)
+    }
+
+    @Test func aPauseShorterThanTheWindowDoesNotEndTheSentence() {
+        var d = once(.model)
+        Self.feed(&d, ms: 660, loud: true, voice: 0.1)     // a comma's pause, noisy
+        Self.feed(&d, ms: 800, loud: true, voice: 0.9)     // the next clause
+        Self.feed(&d, ms: 500, loud: false, voice: 0.02)   // a breath
+        Self.feed(&d, ms: 400, loud: true, voice: 0.9)     // the last words
+        #expect(d.count(\.isFinish) == 0, "no pause reached the window")
+        Self.feed(&d, ms: 700, loud: false, voice: 0.02)
+        #expect(d.count(\.isFinish) == 1)
+    }
+
+    @Test func voiceTooQuietToBeAnythingIsNotSpeech() {
+        var s = TalkMachine.Settings()
+        s.silenceTimeoutMs = 400
+        var d = MachineDriver(settings: s)
+        d.command(.once)
+        // Digital near-silence that the detector happens to score high does not start speech.
+        for _ in 0..<100 { d.feed(.frame(PCMBuffer(format: .voice, samples: [Int16](repeating: 1, count: 320)), speaker: .silent, voice: 0.99)) }
+        Self.feed(&d, ms: 1_000, loud: false, voice: 0.01)
+        #expect(d.count(\.isFinish) == 0, "no speech was heard, so silence does not end it")
+    }
+
+    @Test func theGatewaysSilenceTimeoutWins() {
+        // The controller puts the gateway's talk.config silenceTimeoutMs into the settings.
+        var config = TalkConfig()
+        config.silenceTimeoutMs = 1_500
+        let s = TalkController.settings(config, wake: nil)
+        #expect(s.silenceTimeoutMs == 1_500)
+        #expect(s.voiceDetector == .model)
+        var d = once(s.voiceDetector, windowMs: s.silenceTimeoutMs)
+        Self.feed(&d, ms: 1_000, loud: true, voice: 0.05)
+        #expect(d.count(\.isFinish) == 0, "1 s is inside the gateway's 1.5 s")
+        Self.feed(&d, ms: 500, loud: true, voice: 0.05)
+        #expect(d.count(\.isFinish) == 1)
+    }
+
+    @Test func theDefaultsAgree() {
+        #expect(TalkMachine.Settings().silenceTimeoutMs == TalkConfig().silenceTimeoutMs)
+        #expect(TalkMachine.Settings().voiceDetector == .model)
+        #expect(TalkConfig().voiceDetector == .model)
+    }
+}

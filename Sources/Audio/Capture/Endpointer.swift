@@ -1,6 +1,8 @@
 // Endpointer: decides from capture frames alone when speech has begun and when the utterance is
-// over (talk.silenceTimeoutMs of quiet after speech, or the per-capture hard cap). Pure value: no
-// clock, no I/O; time is the audio fed so far, so tests replay it frame by frame.
+// over (talk.silenceTimeoutMs without speech after speech, or the per-capture hard cap). What
+// counts as speech: the voice detector's probability for the frame when one is given (the
+// default, audio.voiceDetector "model"), else the frame's level against the noise floor ("level").
+// Pure value: no clock, no I/O; time is the audio fed so far, so tests replay it frame by frame.
 
 import Foundation
 
@@ -65,6 +67,16 @@ public struct Endpointer: Sendable {
     /// Loud frames in a row that count as speech starting (2 = 40 ms, so a click does not).
     public let speechOnsetFrames: Int
     public let thresholds: Thresholds
+    /// With a voice probability per frame: a frame is speech when the probability reaches this
+    /// (nil: the level rule decides, whatever is passed).
+    public let voiceThreshold: Double?
+    /// Even a voice-like frame is not speech under this level (−60 dBFS: below any microphone's
+    /// hiss; the detector only sees shapes, and digital near-silence has shapes too).
+    public static let voiceFloorDbfs = -60.0
+    /// Voiced frames in a row that keep an utterance going once speech was heard.
+    public var voiceHoldFrames = Endpointer.defaultVoiceHoldFrames
+    public static let defaultVoiceHoldFrames = 2
+    private var voiceRun = 0
 
     /// Speech has been heard in this capture.
     public private(set) var speechHeard = false
@@ -72,6 +84,8 @@ public struct Endpointer: Sendable {
     public private(set) var isFinished = false
     /// The measured floor in dBFS, once calibration is over.
     public private(set) var noiseFloorDbfs: Double?
+    /// Whether the last frame fed counted as speech (loud, or voice with a detector).
+    public private(set) var lastFrameSpeech = false
     /// The level of the last frame fed, in dBFS.
     public private(set) var lastLevelDbfs = -100.0
     /// Audio fed so far, in milliseconds.
@@ -83,12 +97,13 @@ public struct Endpointer: Sendable {
     private var loudRun = 0
 
     public init(silenceTimeoutMs: Int = 900, maxCaptureMs: Int = 12_000, calibrationFrames: Int = 22,
-                speechOnsetFrames: Int = 2, thresholds: Thresholds = Thresholds()) {
+                speechOnsetFrames: Int = 2, thresholds: Thresholds = Thresholds(), voiceThreshold: Double? = nil) {
         self.silenceTimeoutMs = max(silenceTimeoutMs, 0)
         self.maxCaptureMs = maxCaptureMs
         self.calibrationFrames = max(calibrationFrames, 0)
         self.speechOnsetFrames = max(speechOnsetFrames, 1)
         self.thresholds = thresholds
+        self.voiceThreshold = voiceThreshold
     }
 
     /// The level a frame must exceed to be loud, in dBFS.
@@ -101,7 +116,8 @@ public struct Endpointer: Sendable {
     public static func dbfs(rms: Double) -> Double { 20 * log10(max(rms, 1e-5)) }
 
     /// Feeds one frame (any length; capture frames are 20 ms) and returns what it changed.
-    public mutating func feed(_ frame: PCMBuffer) -> EndpointEvent? {
+    /// `voice`: the voice detector's probability for this frame, when it ran.
+    public mutating func feed(_ frame: PCMBuffer, voice: Double? = nil) -> EndpointEvent? {
         guard !isFinished else { return nil }
         let rms = frame.rms
         let level = Self.dbfs(rms: rms)
@@ -110,7 +126,17 @@ public struct Endpointer: Sendable {
 
         // Judge the frame against the threshold in force before it, so a loud first word cannot
         // raise its own bar.
-        let loud = level > thresholdDbfs
+        let loud: Bool
+        if let bar = voiceThreshold, let p = voice {
+            let voiced = p >= bar && level > Self.voiceFloorDbfs
+            voiceRun = voiced ? voiceRun + 1 : 0
+            // After speech has started, only `voiceHoldFrames` voiced frames in a row keep the
+            // utterance going: a lone voice-like frame in music or clatter does not.
+            loud = voiced && (!speechHeard || voiceRun >= voiceHoldFrames)
+        } else {
+            loud = level > thresholdDbfs
+        }
+        lastFrameSpeech = loud
         if noiseFloorDbfs == nil && calibrationFrames > 0 {
             calibrationLevels.append(rms)
             if calibrationLevels.count >= calibrationFrames {

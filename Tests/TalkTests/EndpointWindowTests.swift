@@ -1,0 +1,45 @@
+// The default silence window (issue 14): on a small fixed set of multi-clause sentences with
+// pauses (espeak-ng at four settings, flite awb and rms held out), clean and in loud noise, the
+// endpointer driven frame by frame with the audio position as its clock, the default
+// talk.silenceTimeoutMs must be the shortest of 400/700/900 ms that cuts at most 2 % of the
+// sentences early. `clawvoice-bench --endpoint` runs the same on 300 sentences for the README.
+
+import Audio
+import Foundation
+import Testing
+import WakeWord
+@testable import Talk
+
+@Suite struct EndpointWindowTests {
+    static let models = TalkPulse.repoRoot + "/models"
+
+    @Test func `the default window is the shortest that cuts at most 2 % of sentences early`() throws {
+        let detector = VoiceDetector(model: try VoiceDetectorModel.load(directory: Self.models))
+        let conditions: [(BenchNoise?, Double?)] = [(nil, nil), (.pink, 10), (.clatter, 10), (.fan, 5)]
+        let clips = try EndpointBench.endpointClips(sentences: 24, seed: 77, conditions: conditions)
+        #expect(clips.filter { $0.voice.hasPrefix("flite") }.count == 8)
+        let probs = clips.map { EndpointBench.probabilities($0, detector: detector) }
+        let results = EndpointBench.evaluate(clips, voice: probs, threshold: detector.threshold, windowsMs: [400, 700, 900])
+        let summary = results.map { "\($0.windowMs) ms: \($0.earlyCuts)/\($0.trials) cut early, \($0.heldOpen) held open" }.joined(separator: "; ")
+        #expect(EndpointBench.shortestSafeWindow(results) == TalkConfig().silenceTimeoutMs, "\(summary)")
+        #expect(TalkMachine.Settings().silenceTimeoutMs == TalkConfig().silenceTimeoutMs)
+        // And at that window the noise holds no capture open.
+        for r in results where r.windowMs == TalkConfig().silenceTimeoutMs {
+            #expect(r.heldOpen == 0, "\(summary)")
+        }
+    }
+
+    @Test func `the labels and the trimming see the speech the engines made`() throws {
+        let said = EndpointBench.trimmed(try BenchVoice.espeak(voice: "en-us", rateWpm: 175, pitch: 50).say("turn on the lights,"))
+        var rng = SplitMix64(seed: 1)
+        let c = EndpointBench.clip(parts: [said, said], gapsMs: [400], leadMs: 500, tailMs: 1000, noise: .pink, snrDb: 10,
+                                   peakDbfs: -6, voice: "espeak", rng: &rng)
+        let speechMs = Double(said.count) / 16
+        let last = try #require(c.lastWordEndMs)
+        // The last word ends where the second part ends (within a frame or two of the labels' rule).
+        #expect(abs(last - (500 + speechMs + 400 + speechMs)) <= 60, "last word at \(last) ms")
+        // The 400 ms pause is not speech in the labels.
+        let gapStart = Int((500 + speechMs) / 20) + 3, gapEnd = Int((500 + speechMs + 400) / 20) - 3
+        #expect(c.labels[gapStart..<gapEnd].allSatisfy { !$0 })
+    }
+}
