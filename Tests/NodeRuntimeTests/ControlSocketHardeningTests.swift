@@ -92,7 +92,7 @@ private func lowerFileLimit(of pid: Int32, to soft: Int) throws {
             #expect(took < .seconds(5), "round \(round): status took \(took)")
             for _ in 0..<50 { let s = rawConnect(env.controlSocket); if s >= 0 { idle.append(s) } }
         }
-        #expect(daemon.isRunning)
+        #expect(daemon.isRunning, "the daemon ended; stderr:\n\(daemon.stderr)")
         // The daemon stays near its limit (descriptors opened before the limit was lowered may sit
         // above it) rather than holding the 350 connections, and it closes idle clients once
         // their 3 s to send a request line have passed.

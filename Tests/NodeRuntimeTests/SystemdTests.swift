@@ -64,7 +64,12 @@ final class NotifySocket: @unchecked Sendable {
     deinit { close(fd); unlink(path) }
 
     /// Every datagram until `until` holds or `timeout` passes, one string each.
-    func receive(timeout: Duration, until: ([String]) -> Bool) -> [String] {
+    /// Off the cooperative pool: the recv loop blocks for up to `timeout` (see `onOwnThread`).
+    func receive(timeout: Duration, until: @escaping @Sendable ([String]) -> Bool) async -> [String] {
+        await onOwnThread { self.receiveBlocking(timeout: timeout, until: until) }
+    }
+
+    private func receiveBlocking(timeout: Duration, until: ([String]) -> Bool) -> [String] {
         var got: [String] = []
         let deadline = ContinuousClock.now + timeout
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -112,7 +117,7 @@ final class NotifySocket: @unchecked Sendable {
         try? err.close()
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
 
-        let messages = notify.receive(timeout: .seconds(20)) { got in
+        let messages = await notify.receive(timeout: .seconds(20)) { got in
             got.contains { $0.contains("READY=1") } && got.filter { $0.contains("WATCHDOG=1") }.count >= 3
         }
         let lines = messages.flatMap { $0.split(separator: "\n").map(String.init) }
@@ -121,7 +126,7 @@ final class NotifySocket: @unchecked Sendable {
                 || lines.contains { $0.hasPrefix("STATUS=") && $0.contains("microphone running") }, "\(lines)")
         #expect(lines.filter { $0 == "WATCHDOG=1" }.count >= 3, "kicked every 200 ms: \(lines)")
         kill(p.processIdentifier, SIGTERM)
-        let stopping = notify.receive(timeout: .seconds(5)) { $0.contains { $0.contains("STOPPING=1") } }
+        let stopping = await notify.receive(timeout: .seconds(5)) { $0.contains { $0.contains("STOPPING=1") } }
         #expect(stopping.contains { $0.contains("STOPPING=1") }, "\(stopping)")
         let journal = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
         let logLines = journal.split(separator: "\n")

@@ -71,7 +71,7 @@ private func tlsGateway(_ scratch: Scratch, token: String) async throws -> (Loop
         p.standardOutput = output
         p.standardError = output
         try p.run()
-        let reader = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
+        let reader = Task { await onOwnThread { output.fileHandleForReading.readDataToEndOfFile() } }
         try await Task.sleep(for: .seconds(2))
         input.fileHandleForWriting.write(Data("y\n".utf8))
         let ended = await eventually(.seconds(25)) { !p.isRunning }
