@@ -47,16 +47,19 @@ log = render.log
 
 # --- rendering ---------------------------------------------------------------------------------
 
-def split_sentences():
-    exclude = sorted(set(DEFAULT_TRIGGERS))
+def split_sentences(trigger=None):
+    # The trigger itself is excluded too: an ordinary word ("stop") must never be a negative in
+    # its own training. For the default triggers this removes nothing more, so their pools (and
+    # the cache keys, which hash the texts) stay as they were.
+    exclude = sorted(set(DEFAULT_TRIGGERS) | ({trigger.lower()} if trigger else set()))
     s = render.sentences_for("train", exclude)
     val = [x for x in s if zlib.crc32(x.encode()) % 10 == 0]
     tr = [x for x in s if zlib.crc32(x.encode()) % 10 != 0]
     return tr + speech.everyday_sentences(np.random.default_rng(11), 1500), val
 
 
-def render_pool(eng, n=1600, split="train"):
-    tr, val = split_sentences()
+def render_pool(eng, n=1600, split="train", trigger=None):
+    tr, val = split_sentences(trigger)
     src = tr if split == "train" else val
     m = int(n * render.SHARE[eng.name])
     texts = render.sentence_texts(np.random.default_rng(5 if split == "train" else 6), src, m)
@@ -65,8 +68,21 @@ def render_pool(eng, n=1600, split="train"):
 
 def near_words(trigger):
     stem = file_stem(trigger)
-    return sorted(set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
-                                                     for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES))
+    words = set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
+                                                 for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES)
+    # A generic near miss that holds a new trigger ("stop", "the stop") is no near miss of it
+    # (the default triggers' lists are kept exactly as they were trained).
+    if trigger.lower() in DEFAULT_TRIGGERS:
+        return sorted(words)
+    return sorted(w for w in words if not speech.contains_trigger(w, [trigger]))
+
+
+def pool_tag(trigger):
+    """'' when the trigger occurs in none of the shared sentences (every default trigger, most
+    phrases); else a suffix for the caches built from this trigger's own, smaller pool."""
+    base = split_sentences()
+    own = split_sentences(trigger)
+    return "" if (len(base[0]), len(base[1])) == (len(own[0]), len(own[1])) else f"-x{file_stem(trigger)}"
 
 
 def render_trigger(eng, trigger, positives=1800, near=1500):
@@ -416,9 +432,13 @@ def main():
     # --- rendering (cached per engine) ------------------------------------------------------
     engines = voices.engines()
     pool, vpool, clips, near = [], [], {}, []
+    tag = pool_tag(trigger)
+    if tag:
+        log(f"{trigger!r} occurs in the shared sentences: they are left out, and this training builds its own "
+            f"negatives and validation stream (caches *{tag})")
     for eng in engines:
-        pool += render_pool(eng)
-        vpool += render_pool(eng, 400, "val")
+        pool += render_pool(eng, trigger=trigger)
+        vpool += render_pool(eng, 400, "val", trigger=trigger)
         own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
         near += nm
@@ -446,11 +466,11 @@ def main():
     # In three parts, so that trainings running side by side build them in parallel.
     order = [(stem_idx + k) % 3 for k in range(3)]
     for part in order:       # build the parts nobody is building yet, then wait for the rest
-        if not (os.path.exists(ck(f"negatives{part}")) or os.path.exists(ck(f"negatives{part}") + ".building")):
+        if not (os.path.exists(ck(f"negatives{part}{tag}")) or os.path.exists(ck(f"negatives{part}{tag}") + ".building")):
             order = [part] + [q for q in order if q != part]
             break
     for part in order:
-        parts.append(cached(ck(f"negatives{part}"), lambda part=part: negatives(
+        parts.append(cached(ck(f"negatives{part}{tag}"), lambda part=part: negatives(
             feat, np.random.default_rng(101 + part), near, pool, noise,
             {k: int(v * sc) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
     # The other default triggers are negatives: their trigger canvases (another training's, or
@@ -471,7 +491,7 @@ def main():
     log(f"{len(E)} canvases of {STEPS} scores, {int((Y == 1).any(axis=1).sum())} with the trigger "
         f"({(time.time() - t_start) / 60:.1f} min so far)")
     vrng = np.random.default_rng(seed + 1)
-    vE, v_seconds = cached(ck("valstream"), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
+    vE, v_seconds = cached(ck(f"valstream{tag}"), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
         *validation_stream(feat, vrng, vpool, noise, 1800 * sc)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")
