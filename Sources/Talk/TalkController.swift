@@ -46,6 +46,10 @@ public struct TalkConfig: Sendable, Equatable {
     public var echoCancel: Bool?
     /// How late the speaker's sound reaches the microphone (playback and capture buffering).
     public var echoDelayMs = 60
+    /// Where the stop word's model (`stop.json`) is looked for; nil: no stop word (config
+    /// talk.stopWord false). It listens only while the node speaks on a headset or an
+    /// echo-cancelled loudspeaker.
+    public var stopWordModelsDirectory: String?
     /// Feedback sounds (end of listening, error, mute, unmute); none by default.
     public var cues: [TalkCue: WakeChime] = [:]
     public init() {}
@@ -81,6 +85,7 @@ public actor TalkController {
         var pendingInterruption: String?
         var gatedFrames = 0
         var bargeIns = 0
+        var stopWords = 0
         var silenceTimeoutMs = 900
         var wake: WakeStatus?
         var lastVoiceNote: [UInt8]?
@@ -123,6 +128,9 @@ public actor TalkController {
     private var config: TalkConfig
     private var preRoll: PreRollBuffer
     private var wake: WakeListener?
+    private var stopWord: StopWordListener?
+    /// Whether the stop head was fed the frame being processed (else its stream has a gap).
+    private var stopFed = false
     private var knownTriggers: [String]?
     private var knownRouting: JSONValue?
     private struct CaptureIO {
@@ -158,6 +166,11 @@ public actor TalkController {
         self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
         self.machine = TalkMachine(settings: Self.settings(config, wake: nil, echo: Self.echoOn(config, echoReference)),
                                    chosenSession: config.sessionKey)
+        if let dir = config.stopWordModelsDirectory {
+            let (listener, problem) = StopWordListener.load(directory: dir)
+            stopWord = listener
+            if let problem { log.log(.warning, "talk", problem) }
+        }
         (inbox, post) = AsyncStream.makeStream(of: Item.self)
         var s = Snapshot()
         s.sessionKey = config.sessionKey
@@ -184,6 +197,7 @@ public actor TalkController {
         s.replyTimeoutMs = c.replyTimeoutMs
         s.partsWaitMs = c.partsWaitMs
         s.followUpMs = c.followUpMs
+        s.stopWordEnabled = c.stopWordModelsDirectory != nil
         if let w = wake {
             s.wakeEnabled = w.enabled
             s.wakeSilenceAfterSpeechMs = w.silenceAfterSpeechMs
@@ -231,7 +245,9 @@ public actor TalkController {
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
+            stopFed = false
             await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
+            if !stopFed { stopWord?.gap() }
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):
@@ -294,6 +310,7 @@ public actor TalkController {
             s.pendingInterruption = m.pendingInterruption
             s.gatedFrames = m.gatedFrames
             s.bargeIns = m.bargeIns
+            s.stopWords = m.stopWords
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
             s.muted = m.muted
@@ -380,6 +397,13 @@ public actor TalkController {
             emit("wake", ["phrase": d.phrase, "score": String(format: "%.2f", d.score)])
             return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
                               freshId: UUID().uuidString)
+        case .listenForStop(let frame):
+            guard let sw = stopWord else { break }
+            stopFed = true
+            guard let d = sw.feed(frame) else { break }
+            log.log(.info, "talk", "heard the stop word (score \(String(format: "%.2f", d.score)))")
+            emit("stopWord", ["score": String(format: "%.2f", d.score)])
+            return .stopWordHeard
         case .resetWake:
             wake?.detector?.reset()
         case .playChime:
@@ -702,6 +726,8 @@ extension TalkController {
     public nonisolated var pendingInterruption: String? { published.withLock { $0.pendingInterruption } }
     public nonisolated var gatedFrames: Int { published.withLock { $0.gatedFrames } }
     public nonisolated var bargeIns: Int { published.withLock { $0.bargeIns } }
+    /// Speech stopped by the stop word.
+    public nonisolated var stopWords: Int { published.withLock { $0.stopWords } }
     public nonisolated var silenceTimeoutMs: Int { published.withLock { $0.silenceTimeoutMs } }
     public nonisolated var wakeStatus: WakeStatus? { published.withLock { $0.wake } }
     public nonisolated var lastVoiceNote: [UInt8]? { published.withLock { $0.lastVoiceNote } }
