@@ -244,7 +244,7 @@ public actor TalkController {
             await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
-            if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
+            if gap { wake?.detector?.reset(); wake?.lookback.removeAll(); cleaner?.gap() }
             stopFed = false
             await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
             if !stopFed { stopWord?.gap() }

@@ -319,8 +319,11 @@ def results_table(summary, thresholds):
 
 
 def main():
-    global MODELS
+    global MODELS, TRIGGERS
     ap = argparse.ArgumentParser()
+    ap.add_argument("--triggers", default=",".join(TRIGGERS),
+                    help="comma-separated; e.g. --triggers stop --hours 0.33 --out eval-flite-stop "
+                         "--report ../EVALUATION-stop.md for the stop word")
     ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
     ap.add_argument("--out", default=os.path.join(HERE, "eval-flite"))
     ap.add_argument("--seed", type=int, default=777)
@@ -333,6 +336,7 @@ def main():
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION.md"))
     args = ap.parse_args()
     MODELS = args.models
+    TRIGGERS = [t.strip() for t in args.triggers.split(",") if t.strip()]
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(args.seed)
 
@@ -394,7 +398,7 @@ def main():
     fw = sum(summary["falseWakes"].values())
     lines = ["# Wake-word evaluation", "",
              "Held-out figures for the shipped models (`models/*.json`), measured with the Swift detector",
-             "(`clawvoice wake detect`, all three models loaded together, default sensitivity 0.5, 2 s refractory).",
+             f"(`clawvoice wake detect`, {'all three models' if len(TRIGGERS) == 3 else ', '.join(TRIGGERS)} loaded together, default sensitivity 0.5, 2 s refractory).",
              "Regenerate with:", "", "```", "make wake-eval", "```", "",
              "(= `swift build -c release` and `bash models/training/evaluate.sh`; the set is built once (22 min here, with other builds running) and cached in",
              "models/training/eval-flite/; the run itself takes about 5 minutes.)", ""] + ([args.note, ""] if args.note else []) + [
