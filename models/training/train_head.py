@@ -408,6 +408,8 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--positives", type=int, default=3000, help="trigger canvases")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every data count (smoke tests)")
+    ap.add_argument("--negatives-scale", type=float, default=1.0,
+                    help="multiplies this training's own negatives and validation stream (the stop word, on a busy machine)")
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--fixtures-dir", default=os.path.join(REPO, "Tests", "WakeWordTests", "Fixtures"))
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
@@ -458,21 +460,23 @@ def main():
     stem_idx = zlib.crc32(stem.encode()) % 3
     # This trigger's own canvases first (several trainings can run side by side).
     parts.append(cached(ck(f"trigger-{stem}-p{args.positives}"), lambda: positives(feat, r, all_clips, pool, noise, int(args.positives * sc))))
+    ns = args.negatives_scale
+    nt = "" if ns == 1 else f"-n{ns:g}"
     parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(600 * sc))))
     if trigger.lower() not in DEFAULT_TRIGGERS:
-        parts.append(cached(ck(f"near-{stem}"), lambda: negatives(feat, r, near, pool, noise,
-                                                                  {"near": int(1500 * sc), "speech": 0, "noise": 0})))
+        parts.append(cached(ck(f"near-{stem}{nt}"), lambda: negatives(feat, r, near, pool, noise,
+                                                                  {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.
     # In three parts, so that trainings running side by side build them in parallel.
     order = [(stem_idx + k) % 3 for k in range(3)]
     for part in order:       # build the parts nobody is building yet, then wait for the rest
-        if not (os.path.exists(ck(f"negatives{part}{tag}")) or os.path.exists(ck(f"negatives{part}{tag}") + ".building")):
+        if not (os.path.exists(ck(f"negatives{part}{tag}{nt}")) or os.path.exists(ck(f"negatives{part}{tag}{nt}") + ".building")):
             order = [part] + [q for q in order if q != part]
             break
     for part in order:
-        parts.append(cached(ck(f"negatives{part}{tag}"), lambda part=part: negatives(
+        parts.append(cached(ck(f"negatives{part}{tag}{nt}"), lambda part=part: negatives(
             feat, np.random.default_rng(101 + part), near, pool, noise,
-            {k: int(v * sc) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
+            {k: int(v * sc * ns) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
     # The other default triggers are negatives: their trigger canvases (another training's, or
     # made here) with the labels cleared.
     for t in DEFAULT_TRIGGERS:
@@ -491,8 +495,8 @@ def main():
     log(f"{len(E)} canvases of {STEPS} scores, {int((Y == 1).any(axis=1).sum())} with the trigger "
         f"({(time.time() - t_start) / 60:.1f} min so far)")
     vrng = np.random.default_rng(seed + 1)
-    vE, v_seconds = cached(ck(f"valstream{tag}"), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
-        *validation_stream(feat, vrng, vpool, noise, 1800 * sc)))[:2]
+    vE, v_seconds = cached(ck(f"valstream{tag}{nt}"), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
+        *validation_stream(feat, vrng, vpool, noise, 1800 * sc * ns)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")
 
@@ -615,7 +619,7 @@ def main():
         "tensors": entries,
         "training": {
             "recipe": f"models/training/train_head.py v{RECIPE_VERSION}",
-            "command": f'make wake-model TRIGGER="{trigger}"', "seed": seed,
+            "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.epochs,
