@@ -13,6 +13,8 @@ final class StopWordListener {
     let detector: WakeDetector
     /// Whether the previous frame was fed: frames in between (silence, a capture) are a gap.
     private var fedLast = false
+    /// The highest score since the node began speaking (for the debug log).
+    private(set) var peak: Float = 0
 
     /// The stop head from `directory`, or why there is none (one line for the log).
     static func load(directory: String, sensitivity: Double = 0.5) -> (StopWordListener?, String?) {
@@ -33,11 +35,16 @@ final class StopWordListener {
 
     /// One frame heard while speaking; true when it completed a "stop".
     func feed(_ frame: PCMBuffer) -> WakeDetection? {
-        if !fedLast { detector.reset() }
+        if !fedLast { detector.reset(); peak = 0 }
         fedLast = true
-        return detector.process(frame.samples).first
+        return detector.process(frame.samples) { [self] s in peak = max(peak, s.scores.first ?? 0) }.first
     }
 
     /// The node stopped speaking (a frame that was not fed): the next frame starts a fresh stream.
-    func gap() { fedLast = false }
+    /// Returns whether a stream ended here.
+    @discardableResult
+    func gap() -> Bool {
+        defer { fedLast = false }
+        return fedLast
+    }
 }

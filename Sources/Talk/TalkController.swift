@@ -50,6 +50,10 @@ public struct TalkConfig: Sendable, Equatable {
     /// talk.stopWord false). It listens only while the node speaks on a headset or an
     /// echo-cancelled loudspeaker.
     public var stopWordModelsDirectory: String?
+    /// 0…1 as wake.sensitivity: 0.5 is the stop head's trained threshold, higher stops more
+    /// easily. 0.7 by default: the head listens only while the node speaks, where a missed
+    /// "stop" costs more than a reply cut short (README, "Full duplex, measured").
+    public var stopWordSensitivity = 0.7
     /// Feedback sounds (end of listening, error, mute, unmute); none by default.
     public var cues: [TalkCue: WakeChime] = [:]
     public init() {}
@@ -167,7 +171,7 @@ public actor TalkController {
         self.machine = TalkMachine(settings: Self.settings(config, wake: nil, echo: Self.echoOn(config, echoReference)),
                                    chosenSession: config.sessionKey)
         if let dir = config.stopWordModelsDirectory {
-            let (listener, problem) = StopWordListener.load(directory: dir)
+            let (listener, problem) = StopWordListener.load(directory: dir, sensitivity: config.stopWordSensitivity)
             stopWord = listener
             if let problem { log.log(.warning, "talk", problem) }
         }
@@ -247,7 +251,9 @@ public actor TalkController {
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll(); cleaner?.gap() }
             stopFed = false
             await step(.frame(clean(raw, at: at), speaker: await speech.speakerState()))
-            if !stopFed { stopWord?.gap() }
+            if !stopFed, let sw = stopWord, sw.gap() {
+                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
+            }
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):

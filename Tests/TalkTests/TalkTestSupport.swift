@@ -104,7 +104,7 @@ struct TalkRig {
     static func make(relay: LoopbackGateway.RelayMode = .oggOpus, silenceTimeoutMs: Int = 900, preRollMs: Int = 300,
                      speakReplies: Bool = true, source: String = "cv_mic.monitor", headset: Bool = false,
                      outbox: Bool = false, startOutbox: Bool = true, echoCancel: Bool = false, followUpMs: Int = 0,
-                     interruptOnSpeech: Bool = true, stopWordModels: String? = nil,
+                     interruptOnSpeech: Bool = true, stopWordModels: String? = nil, stopWordSensitivity: Double = TalkConfig().stopWordSensitivity,
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
@@ -142,6 +142,7 @@ struct TalkRig {
         tc.followUpMs = followUpMs
         tc.interruptOnSpeech = interruptOnSpeech
         tc.stopWordModelsDirectory = stopWordModels
+        tc.stopWordSensitivity = stopWordSensitivity
         tc.voiceNoteDirectory = dir + "/voice-notes"
         // Commands wait this long for parts that are still starting (3 s in the daemon).
         tc.partsWaitMs = 1_000

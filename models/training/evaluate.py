@@ -416,7 +416,7 @@ def main():
              "A trigger event counts as detected when a wake for that phrase lands between 0.5 s before and 1 s after",
              "the end of the spoken trigger.", "",
              "## Results at the shipped thresholds", ""] + results_table(summary, thresholds) + ["",
-             f"All three: {pct(all_missed, all_events)} missed; {fw} false wakes in {summary['negHours']:.2f} h "
+             f"{'All three' if len(TRIGGERS) == 3 else 'All'}: {pct(all_missed, all_events)} missed; {fw} false wakes in {summary['negHours']:.2f} h "
              f"({fw / summary['negHours']:.2f} per hour); near misses: {len(summary['nearWakes'])} wakes in {n_near} utterances.", ""]
     if summary["nearWakes"]:
         lines += ["Near-miss wakes: " + ", ".join(f"{p} on \"{txt}\"" for p, txt in summary["nearWakes"][:25]) + ".", ""]
