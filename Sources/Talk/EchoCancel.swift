@@ -99,8 +99,9 @@ struct ReferenceCursor {
 /// The capture's own clock: frames arrive late by whatever the machine's load adds (tens of
 /// milliseconds, now and then hundreds), never early, while the samples themselves come at the
 /// sound card's steady rate. So frame `i` ends at the stream's origin plus `i + 1` frames, the
-/// origin being the earliest any frame's time puts it (allowed to creep later by 0.25 ms a
-/// second, for a sound card whose clock runs slower than ours). A server that skipped audio
+/// origin being the earliest any frame's time puts it, allowed to creep later by a quarter of a
+/// millisecond per frame (12.5 ms a second), so that it follows the lower edge of the recent
+/// frames' times, and a sound card whose clock runs slower than ours. A server that skipped audio
 /// under load makes every later frame late: after half a second of frames all more than 100 ms
 /// late the origin moves to the earliest of them. Positions in samples.
 struct FrameClock {
@@ -113,7 +114,7 @@ struct FrameClock {
         samples += count
         let candidate = observed - samples
         if let o = origin, candidate >= o {
-            origin = o + count / 80   // 4 µs per 20 ms frame
+            origin = o + count / 80   // 4 samples (0.25 ms) per 20 ms frame
             if candidate - o > 1_600 {
                 lateRun.append(candidate)
                 if lateRun.count >= 25 { origin = lateRun.min(); lateRun = [] }
