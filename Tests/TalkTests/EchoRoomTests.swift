@@ -42,7 +42,7 @@ extension TalkAudio {
                      timed, rec.playbackLatencyMs, rec.captureLatencyMs, rec.lostMs, handed))
         #expect(timed >= 25, "ERLE \(timed) dB")
         #expect(rec.playbackLatencyMs > 0, "playback latency \(rec.playbackLatencyMs) ms")
-        #expect(timed > handed + 6, "the timing info's alignment gains (\(timed) dB against \(handed) dB)")
+        #expect(timed > handed + 3, "the timing info's alignment gains (\(timed) dB against \(handed) dB)")
     }
 
     @Test func `30 s of the assistant speaking alone through the room never barges in`() async throws {
