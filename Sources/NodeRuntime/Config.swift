@@ -75,6 +75,11 @@ public struct ClawConfig: Sendable, Equatable {
         public var interruptOnSpeech: Bool = true
         /// After a reply, listen this long for a next turn without the wake word (0: off).
         public var followUpMs: Int = 0
+        /// "stop" said while the node speaks stops it (models/stop.json; headsets and
+        /// echo-cancelled loudspeakers); false turns the stop word off.
+        public var stopWord: Bool = true
+        /// 0…1; 0.5 uses the stop head's trained threshold, higher stops more easily.
+        public var stopWordSensitivity: Double = 0.7
         /// Speak `system.notify` notifications; false answers them NOTIFICATIONS_DISABLED.
         public var speakNotifications: Bool = true
     }
@@ -171,7 +176,7 @@ extension ClawConfig {
                   "echoDelayMs": "int:0:500", "voiceDetector": "string"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000",
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
                  "speakNotifications": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
@@ -295,6 +300,8 @@ extension ClawConfig {
                 if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
                 if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
                 if let n = i("followUpMs") { c.talk.followUpMs = n }
+                if let b = fields["stopWord"]?.boolValue { c.talk.stopWord = b }
+                if let n = fields["stopWordSensitivity"]?.doubleValue { c.talk.stopWordSensitivity = n }
                 if let b = fields["speakNotifications"]?.boolValue { c.talk.speakNotifications = b }
             case "ptt":
                 c.ptt.device = s("device")

@@ -260,6 +260,8 @@ public final class NodeDaemon: Sendable {
         t.speakReplies = c.talk.speakReplies
         t.interruptOnSpeech = c.talk.interruptOnSpeech
         t.followUpMs = c.talk.followUpMs
+        t.stopWordSensitivity = c.talk.stopWordSensitivity
+        t.stopWordModelsDirectory = c.talk.stopWord ? c.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory() : nil
         t.headset = c.audio.headset ?? false
         t.echoCancel = c.audio.echoCancel
         t.echoDelayMs = c.audio.echoDelayMs

@@ -1,6 +1,6 @@
 // `clawvoice events` and event commands: every event of the daemon (wake, listeningStarted,
-// listeningStopped, turnSent, replyStarted, replyFinished, speaking, error, muted, unmuted,
-// connected, disconnected) as one JSON line to each subscriber of the control socket, and
+// listeningStopped, turnSent, replyStarted, replyFinished, speaking, stopWord, error, muted,
+// unmuted, connected, disconnected) as one JSON line to each subscriber of the control socket, and
 // through the command the config names for it, with its fields in the environment (as
 // wyoming-satellite's --*-command flags run theirs).
 
@@ -10,7 +10,7 @@ import GatewayProtocol
 
 public enum NodeEvents {
     public static let names = ["wake", "listeningStarted", "listeningStopped", "turnSent", "replyStarted", "replyFinished",
-                               "speaking", "error", "muted", "unmuted", "connected", "disconnected"]
+                               "speaking", "stopWord", "error", "muted", "unmuted", "connected", "disconnected"]
 
     /// The JSON line: `{"event":NAME,"ts":ms,…fields}`.
     public static func line(_ name: String, _ fields: [String: String], ts: Int64) -> String {

@@ -11,51 +11,170 @@ import GatewayClient
 
 /// The speaker's current clip at 16 kHz mono, with the time it started, for the canceller.
 public final class EchoReference: Sendable {
-    private let state = Mutex<(start: ContinuousClock.Instant, samples: [Int16])?>(nil)
+    private let state = Mutex<(start: ContinuousClock.Instant, samples: [Int16], clip: Int)?>(nil)
+    private let clips = Mutex(0)
+    private let offset = Mutex<Duration?>(nil)
     public init() {}
 
     /// A clip starts playing now.
     public func begin(_ pcm: PCMBuffer) {
         let mono = pcm.mono()
         let at16k = (try? Resampler.convert(mono, toRateHz: 16_000).samples) ?? []
-        state.withLock { $0 = (.now, at16k) }
+        let clip = clips.withLock { $0 += 1; return $0 }
+        state.withLock { $0 = (.now, at16k, clip) }
     }
+
+    /// PulseAudio's timing info says when the clip's first sample is heard (PlaybackTiming):
+    /// from now on the reference follows it instead of the moment the clip was handed over.
+    public func align(startedAt: ContinuousClock.Instant) {
+        state.withLock { s in
+            guard let current = s else { return }
+            offset.withLock { $0 = startedAt - current.start }
+            s = (startedAt, current.samples, current.clip)
+        }
+    }
+
+    /// The last measured playback latency: from handing a clip over to its first sample heard.
+    public var measuredPlaybackLatency: Duration? { offset.withLock { $0 } }
 
     /// The clip ended or was stopped.
     public func end() { state.withLock { $0 = nil } }
 
-    /// The `count` samples that were playing up to `t` (zeros where nothing played).
-    public func samples(endingAt t: ContinuousClock.Instant, count: Int) -> [Int16] {
-        guard let (start, clip) = state.withLock({ $0 }) else { return [Int16](repeating: 0, count: count) }
+    /// The clip playing at `t` and the index in it of the sample heard then (nil: nothing plays).
+    func position(at t: ContinuousClock.Instant) -> (clip: Int, index: Int)? {
+        guard let (start, _, clip) = state.withLock({ $0 }) else { return nil }
         let d = t - start
-        let endIndex = Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000)
+        return (clip, Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000))
+    }
+
+    /// `count` samples of `clip` ending at `end` (zeros outside it, or when another clip plays).
+    func samples(clip: Int, endingAt end: Int, count: Int) -> [Int16] {
         var out = [Int16](repeating: 0, count: count)
-        for i in 0..<count {
-            let j = endIndex - count + i
-            if j >= 0 && j < clip.count { out[i] = clip[j] }
+        state.withLock { s in
+            guard let s, s.clip == clip else { return }
+            for i in 0..<count {
+                let j = end - count + i
+                if j >= 0 && j < s.samples.count { out[i] = s.samples[j] }
+            }
         }
         return out
     }
+
+    /// The `count` samples that were playing up to `t` (zeros where nothing played).
+    public func samples(endingAt t: ContinuousClock.Instant, count: Int) -> [Int16] {
+        guard let p = position(at: t) else { return [Int16](repeating: 0, count: count) }
+        return samples(clip: p.clip, endingAt: p.index, count: count)
+    }
+}
+
+/// Keeps the reference continuous: frame times jitter by milliseconds (the sound server hands
+/// audio over in bursts), and a reference read afresh at each frame's time would repeat or skip
+/// samples, which the canceller cannot follow. The reference advances by exactly one frame per
+/// frame; the frames' times only steer it, through a running mean of the difference, and a
+/// new clip or a jump of more than 100 ms (a new alignment) takes it at once.
+struct ReferenceCursor {
+    private var next: Int?
+    private var clip = -1
+    private var drift = 0.0
+
+    /// The end, in the clip, of the reference for a frame of `count` samples whose time puts its end at `target`.
+    mutating func end(target: Int, clip c: Int, count: Int) -> Int {
+        if c != clip || next == nil || abs(target - next!) > 1_600 {
+            next = target
+            clip = c
+            drift = 0
+        } else {
+            drift = 0.9 * drift + 0.1 * Double(target - next!)
+            if abs(drift) > 80 {   // 5 ms off on average: move there
+                next! += Int(drift)
+                drift = 0
+            }
+        }
+        let e = next!
+        next = e + count
+        return e
+    }
+}
+
+/// The capture's own clock: frames arrive late by whatever the machine's load adds (tens of
+/// milliseconds, now and then hundreds), never early, while the samples themselves come at the
+/// sound card's steady rate. So frame `i` ends at the stream's origin plus `i + 1` frames, the
+/// origin being the earliest any frame's time puts it, allowed to creep later by a quarter of a
+/// millisecond per frame (12.5 ms a second), so that it follows the lower edge of the recent
+/// frames' times, and a sound card whose clock runs slower than ours. A server that skipped audio
+/// under load makes every later frame late: after half a second of frames all more than 100 ms
+/// late the origin moves to the earliest of them. Positions in samples.
+struct FrameClock {
+    private var origin: Int?
+    private var samples = 0
+    private var lateRun: [Int] = []
+
+    /// The end of a frame of `count` samples whose time puts its end at `observed`.
+    mutating func end(observed: Int, count: Int) -> Int {
+        samples += count
+        let candidate = observed - samples
+        if let o = origin, candidate >= o {
+            origin = o + count / 80   // 4 samples (0.25 ms) per 20 ms frame
+            if candidate - o > 1_600 {
+                lateRun.append(candidate)
+                if lateRun.count >= 25 { origin = lateRun.min(); lateRun = [] }
+            } else {
+                lateRun = []
+            }
+        } else {
+            origin = candidate
+            lateRun = []
+        }
+        return origin! + samples
+    }
+
+    /// A gap in the capture: the next frame starts a new stream.
+    mutating func reset() { origin = nil; samples = 0; lateRun = [] }
 }
 
 /// Cleans microphone frames against the reference; one per capture stream, used by one owner.
 final class CaptureCleaner {
     private let frontEnd: AudioFrontEnd
     private let reference: EchoReference
+    private var cursor = ReferenceCursor()
+    private var clock = FrameClock()
+    private var base: ContinuousClock.Instant?
     /// The speaker's and the microphone's buffering: how late the echo reaches the microphone.
     let delayMs: Int
 
-    init(reference: EchoReference, delayMs: Int) throws {
-        frontEnd = try AudioFrontEnd(options: AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: true))
+    init(reference: EchoReference, delayMs: Int, options: AudioFrontEndOptions = CaptureCleaner.options) throws {
+        frontEnd = try AudioFrontEnd(options: options)
         self.reference = reference
         self.delayMs = delayMs
     }
 
+    /// What the node's capture runs: the canceller, the noise suppressor and the voice detector.
+    static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: true)
+
     /// The frame with the speaker's echo taken out (same length; the front end works in 10 ms
-    /// steps, so a 20 ms frame comes back whole).
-    func clean(_ frame: PCMBuffer, at t: ContinuousClock.Instant) -> PCMBuffer {
+    /// steps, so a 20 ms frame comes back whole). `t`: when the frame's last sample was recorded.
+    func clean(_ frame: PCMBuffer, at observed: ContinuousClock.Instant) -> PCMBuffer {
+        let n = frame.samples.count
+        let base = self.base ?? observed
+        self.base = base
+        let d = observed - base
+        let at = clock.end(observed: Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000), count: n)
+        let t = base + .microseconds(Int64(at) * 1_000_000 / 16_000)
+        guard let p = reference.position(at: t) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
+        let end = cursor.end(target: p.index, clip: p.clip, count: n)
+        return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n))
+    }
+
+    /// The capture lost audio: its clock starts afresh.
+    func gap() {
+        clock.reset()
+        base = nil
+    }
+
+    /// The frame cleaned against `far`, the speaker's samples that were playing while it was recorded.
+    func clean(_ frame: PCMBuffer, far: [Int16]) -> PCMBuffer {
         do {
-            try frontEnd.far(reference.samples(endingAt: t, count: frame.samples.count))
+            try frontEnd.far(far)
             let (out, _) = try frontEnd.near(frame.samples, delayMs: delayMs)
             guard out.count == frame.samples.count else { return frame }
             return PCMBuffer(format: frame.format, samples: out)

@@ -16,8 +16,18 @@ public struct PulseSpeechSink: SpeechSink {
         self.reference = reference
     }
     public func play(_ pcm: PCMBuffer) async throws -> Bool {
-        reference?.begin(pcm)
-        defer { reference?.end() }
+        guard let reference else { return try await playback.play(pcm) == .finished }
+        reference.begin(pcm)
+        defer { reference.end() }
+        // PulseAudio's timing info (interpolated) tells when the clip is heard; the reference follows it.
+        let playback = self.playback
+        let aligner = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                if let t = playback.timing(), t.positionMicroseconds > 0 { reference.align(startedAt: t.startedAt) }
+            }
+        }
+        defer { aligner.cancel() }
         return try await playback.play(pcm) == .finished
     }
     public func stop() async { playback.stop() }
@@ -86,7 +96,7 @@ public final class LiveAudio: Sendable {
                 log.log(.info, "audio", "capturing from \(source ?? "the default source")")
                 // The frame stream does not end by itself on cancellation: stop the capture then.
                 await withTaskCancellationHandler {
-                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.receivedAt, followsGap: frame.followsGap) }
+                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.recordedAt, followsGap: frame.followsGap) }
                 } onCancel: {
                     capture.stop()
                 }

@@ -48,6 +48,14 @@ public struct TalkConfig: Sendable, Equatable {
     public var echoCancel: Bool?
     /// How late the speaker's sound reaches the microphone (playback and capture buffering).
     public var echoDelayMs = 60
+    /// Where the stop word's model (`stop.json`) is looked for; nil: no stop word (config
+    /// talk.stopWord false). It listens only while the node speaks on a headset or an
+    /// echo-cancelled loudspeaker.
+    public var stopWordModelsDirectory: String?
+    /// 0…1 as wake.sensitivity: 0.5 is the stop head's trained threshold, higher stops more
+    /// easily. 0.7 by default: the head listens only while the node speaks, where a missed
+    /// "stop" costs more than a reply cut short (README, "Full duplex, measured").
+    public var stopWordSensitivity = 0.7
     /// Feedback sounds (end of listening, error, mute, unmute); none by default.
     public var cues: [TalkCue: WakeChime] = [:]
     /// What ends an utterance (audio.voiceDetector): the voice detector (models/voice.json in
@@ -89,6 +97,7 @@ public actor TalkController {
         var pendingInterruption: String?
         var gatedFrames = 0
         var bargeIns = 0
+        var stopWords = 0
         var silenceTimeoutMs = 900
         var wake: WakeStatus?
         var lastVoiceNote: [UInt8]?
@@ -131,6 +140,9 @@ public actor TalkController {
     private var config: TalkConfig
     private var preRoll: PreRollBuffer
     private var wake: WakeListener?
+    private var stopWord: StopWordListener?
+    /// Whether the stop head was fed the frame being processed (else its stream has a gap).
+    private var stopFed = false
     private var knownTriggers: [String]?
     private var knownRouting: JSONValue?
     private struct CaptureIO {
@@ -166,6 +178,11 @@ public actor TalkController {
         self.preRoll = PreRollBuffer(milliseconds: config.preRollMs)
         self.machine = TalkMachine(settings: Self.settings(config, wake: nil, echo: Self.echoOn(config, echoReference)),
                                    chosenSession: config.sessionKey)
+        if let dir = config.stopWordModelsDirectory {
+            let (listener, problem) = StopWordListener.load(directory: dir, sensitivity: config.stopWordSensitivity)
+            stopWord = listener
+            if let problem { log.log(.warning, "talk", problem) }
+        }
         (inbox, post) = AsyncStream.makeStream(of: Item.self)
         var s = Snapshot()
         s.sessionKey = config.sessionKey
@@ -194,6 +211,7 @@ public actor TalkController {
         s.replyTimeoutMs = c.replyTimeoutMs
         s.partsWaitMs = c.partsWaitMs
         s.followUpMs = c.followUpMs
+        s.stopWordEnabled = c.stopWordModelsDirectory != nil
         if let w = wake {
             s.wakeEnabled = w.enabled
             s.wakeSilenceAfterSpeechMs = w.silenceAfterSpeechMs
@@ -241,9 +259,13 @@ public actor TalkController {
             await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
-            if gap { wake?.detector?.reset(); wake?.lookback.removeAll() }
+            if gap { wake?.detector?.reset(); wake?.lookback.removeAll(); cleaner?.gap() }
+            stopFed = false
             let heard = clean(raw, at: at)
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)))
+            if !stopFed, let sw = stopWord, sw.gap() {
+                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
+            }
         case .event(let event):
             await gatewayEvent(event)
         case .call(let body):
@@ -330,6 +352,7 @@ public actor TalkController {
             s.pendingInterruption = m.pendingInterruption
             s.gatedFrames = m.gatedFrames
             s.bargeIns = m.bargeIns
+            s.stopWords = m.stopWords
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
             s.muted = m.muted
@@ -417,6 +440,13 @@ public actor TalkController {
             emit("wake", ["phrase": d.phrase, "score": String(format: "%.2f", d.score)])
             return .wakeHeard(phrase: d.phrase, triggers: w.triggers, routedSession: w.session(for: d.phrase),
                               freshId: UUID().uuidString)
+        case .listenForStop(let frame):
+            guard let sw = stopWord else { break }
+            stopFed = true
+            guard let d = sw.feed(frame) else { break }
+            log.log(.info, "talk", "heard the stop word (score \(String(format: "%.2f", d.score)))")
+            emit("stopWord", ["score": String(format: "%.2f", d.score)])
+            return .stopWordHeard
         case .resetWake:
             wake?.detector?.reset()
         case .playChime:
@@ -739,6 +769,8 @@ extension TalkController {
     public nonisolated var pendingInterruption: String? { published.withLock { $0.pendingInterruption } }
     public nonisolated var gatedFrames: Int { published.withLock { $0.gatedFrames } }
     public nonisolated var bargeIns: Int { published.withLock { $0.bargeIns } }
+    /// Speech stopped by the stop word.
+    public nonisolated var stopWords: Int { published.withLock { $0.stopWords } }
     public nonisolated var silenceTimeoutMs: Int { published.withLock { $0.silenceTimeoutMs } }
     public nonisolated var wakeStatus: WakeStatus? { published.withLock { $0.wake } }
     public nonisolated var lastVoiceNote: [UInt8]? { published.withLock { $0.lastVoiceNote } }

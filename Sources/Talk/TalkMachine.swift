@@ -120,6 +120,10 @@ public struct TalkMachine: Sendable {
         /// After a reply has been spoken, listen this long for a next turn without the wake word
         /// (talk.followUpMs; 0: off, as by default).
         public var followUpMs = 0
+        /// The stop word (issue 14): a stop head hears the microphone while the node speaks on a
+        /// channel without its echo (headset or echo-cancelled loudspeaker), and "stop" then
+        /// stops the speech as a barge-in does, even with voice barge-in off. Ignored otherwise.
+        public var stopWordEnabled = false
         public init() {}
     }
 
@@ -193,6 +197,8 @@ public struct TalkMachine: Sendable {
         case interrupt(reason: String)
         /// The reply's position when a barge-in stopped it.
         case bargeInPosition(ms: Double)
+        /// The stop head heard "stop" in the last frame it was given.
+        case stopWordHeard
         case chat(runId: String, final: Bool)
         /// A followed reply has been spoken (`stopped`: cut off by a stop, barge-in or switch).
         case replyDone(stopped: Bool)
@@ -241,6 +247,8 @@ public struct TalkMachine: Sendable {
         case rekeyReply(from: String, to: String)
         /// The frame belongs to the pre-roll (and, with `wake`, to the wake detector).
         case listen(PCMBuffer, wake: Bool)
+        /// The frame goes to the stop-word head (the node is speaking).
+        case listenForStop(PCMBuffer)
         case resetWake
         case playChime
         /// Ask the reply executor where the reply was cut (answers `bargeInPosition`).
@@ -272,6 +280,10 @@ public struct TalkMachine: Sendable {
     public private(set) var muted = false
     public private(set) var gatedFrames = 0
     public private(set) var bargeIns = 0
+    /// Speech stopped by the stop word.
+    public private(set) var stopWords = 0
+    /// The last frame arrived while the node was speaking, idle, on a clean channel.
+    private var speakingNow = false
     private var bargeVoiceMs = 0
     private var lastWakeSendAtMs: Int64?
     private var wasConnected = false
@@ -344,6 +356,16 @@ public struct TalkMachine: Sendable {
             mainSessionKey = nil
         case .interrupt(let reason):
             interrupt(reason: reason, out: &out)
+        case .stopWordHeard:
+            // Only while speaking: a "stop" said to a quiet node starts and stops nothing.
+            guard settings.stopWordEnabled, speakingNow, isIdle, !muted else {
+                out.append(.log(.debug, "talk", "stop word heard while not speaking: ignored"))
+                break
+            }
+            stopWords += 1
+            bargeVoiceMs = 0
+            speakingNow = false
+            stopSpeaking(reason: "stop word", measure: true, out: &out)
         case .bargeInPosition(let ms):
             pendingInterruption = String(format: "Assistant speech interrupted at %.1fs.", ms / 1000)
             out.append(.log(.info, "talk", "barge-in: \(pendingInterruption ?? "")"))
@@ -528,6 +550,7 @@ public struct TalkMachine: Sendable {
 
     private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, voice: Double?, nowMs: Int64, out: inout [Action]) {
         // Muted: nothing hears the frame (no capture, pre-roll, wake or barge-in).
+        speakingNow = false
         if muted { return }
         switch phase {
         case .capturing(var c):
@@ -560,6 +583,8 @@ public struct TalkMachine: Sendable {
             let audible = speaker.audible(tailMs: clean ? 0 : settings.speakerTailMs)
             if audible {
                 if clean {
+                    speakingNow = true
+                    if settings.stopWordEnabled { out.append(.listenForStop(frame)) }
                     if settings.interruptOnSpeech { bargeIn(frame, out: &out) }
                 } else {
                     // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
@@ -590,6 +615,7 @@ public struct TalkMachine: Sendable {
         guard bargeVoiceMs >= (settings.headset ? settings.bargeInMs : settings.echoBargeInMs) else { return }
         bargeVoiceMs = 0
         bargeIns += 1
+        speakingNow = false
         stopSpeaking(reason: nil, measure: true, out: &out)
     }
 

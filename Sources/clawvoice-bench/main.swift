@@ -1,7 +1,7 @@
 // clawvoice-bench: speed figures for the audio pipeline, each beside a baseline measured in
 // the same process (these machines are shared and noisy; ratios travel, milliseconds less so).
 //
-//   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only]
+//   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only] [--echo-only] [--minutes N]
 //   swift run -c release clawvoice-bench --vad [--sentences N]        (VoiceFigures.swift)
 //   swift run -c release clawvoice-bench --endpoint [--sentences N]
 //
@@ -57,6 +57,15 @@ if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tun
 if args.contains("--wake-only") {
     for f in wakeFigures() {
         if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    exit(0)
+}
+
+// `--echo-only [--minutes N]`: just the echo figures (README's, with --minutes 10).
+let echoMinutes = args.firstIndex(of: "--minutes").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 1
+if args.contains("--echo-only") {
+    for f in try await echoFigures(minutes: echoMinutes) {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.2f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.2f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
     }
     exit(0)
 }
@@ -273,6 +282,7 @@ if let o = try? await OutboxBench.measure(turns: 40) {
 }
 
 figures += wakeFigures()
+if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {

@@ -412,6 +412,77 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(q.m.bargeIns == 0)
     }
 
+    /// Issue 14, the stop word: its head hears only frames of the node speaking on a clean
+    /// channel; "stop" then stops the speech as a barge-in does (even with voice barge-in off),
+    /// and the next turn says where it was cut. Heard at any other time it does nothing.
+    @Test func theStopWordStopsSpeechOnlyWhileSpeaking() {
+        func listensForStop(_ out: [TalkMachine.Action]) -> Bool {
+            out.contains { if case .listenForStop = $0 { return true }; return false }
+        }
+        var s = TalkMachine.Settings()
+        s.echoCancelled = true
+        s.stopWordEnabled = true
+        s.interruptOnSpeech = false       // only the stop word can stop it here
+        var d = MachineDriver(settings: s)
+        d.feed(.followReply(runId: "r1"))
+        // Speaking: the stop head hears the frame; voice alone does not barge in.
+        for _ in 0..<20 { #expect(listensForStop(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))))) }
+        #expect(d.m.bargeIns == 0)
+        let out = d.feed(.stopWordHeard)
+        #expect(out.contains { $0.isStopSpeech }, "the stop word stops the speech")
+        #expect(out.contains { if case .measureBargeIn = $0 { return true }; return false })
+        #expect(out.contains { if case .closeReply(runId: "r1") = $0 { return true }; return false })
+        #expect(d.m.stopWords == 1)
+        d.feed(.bargeInPosition(ms: 2_240))
+        d.command(.start)
+        d.command(.stop)
+        let turn = d.feed(.relayFinished(id: "c1", transcript))
+        #expect(turn.compactMap { $0.deliver }.first?.message == "Assistant speech interrupted at 2.2s.\n\nhello there")
+
+        // Quiet (the speaker stopped): the head hears nothing, and a stray detection starts nothing.
+        var q = MachineDriver(settings: s)
+        #expect(!listensForStop(q.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 5_000)))))
+        let idle = q.feed(.stopWordHeard)
+        #expect(!idle.contains { $0.isStopSpeech || $0.isOpen }, "a stop word while idle does nothing")
+        #expect(q.m.stopWords == 0)
+        #expect(q.m.isIdle)
+
+        // During a capture (the speaker was silenced by it) "stop" does not end or cancel the capture.
+        var c = MachineDriver(settings: s)
+        c.command(.start)
+        c.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))
+        let during = c.feed(.stopWordHeard)
+        #expect(!during.contains { $0.isFinish || $0.isCancel || $0.isStopSpeech })
+        #expect(c.m.activeCaptureId == "c1")
+    }
+
+    @Test func theStopWordIsOffWhenDisabledAndOnAGatedLoudspeaker() {
+        func listensForStop(_ out: [TalkMachine.Action]) -> Bool {
+            out.contains { if case .listenForStop = $0 { return true }; return false }
+        }
+        // Turned off (talk.stopWord false): never listens, a detection is ignored.
+        var s = TalkMachine.Settings()
+        s.echoCancelled = true
+        var off = MachineDriver(settings: s)
+        #expect(!listensForStop(off.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))))
+        #expect(!off.feed(.stopWordHeard).contains { $0.isStopSpeech })
+        // A loudspeaker without echo cancellation is gated while it speaks: nothing hears it.
+        var g = TalkMachine.Settings()
+        g.stopWordEnabled = true
+        var gated = MachineDriver(settings: g)
+        #expect(!listensForStop(gated.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))))
+        #expect(!gated.feed(.stopWordHeard).contains { $0.isStopSpeech })
+        // Muted: nothing.
+        var m = TalkMachine.Settings()
+        m.headset = true
+        m.stopWordEnabled = true
+        var muted = MachineDriver(settings: m)
+        #expect(listensForStop(muted.feed(.frame(frame(loud: false), speaker: SpeakerState(playing: true)))), "a headset listens")
+        muted.feed(.setMuted(true, announce: false))
+        #expect(!listensForStop(muted.feed(.frame(frame(loud: false), speaker: SpeakerState(playing: true)))))
+        #expect(!muted.feed(.stopWordHeard).contains { $0.isStopSpeech })
+    }
+
     @Test func onAHeadsetSustainedVoiceBargesInAndTheNextTurnSaysWhere() {
         var s = TalkMachine.Settings()
         s.headset = true

@@ -141,6 +141,7 @@ struct TalkRig {
                      speakReplies: Bool = true, source: String = "cv_mic.monitor", headset: Bool = false,
                      outbox: Bool = false, startOutbox: Bool = true, echoCancel: Bool = false, followUpMs: Int = 0,
                      voiceDetector: VoiceDetectorChoice = .model, onceMaxMs: Int = 12_000,
+                     interruptOnSpeech: Bool = true, stopWordModels: String? = nil, stopWordSensitivity: Double = TalkConfig().stopWordSensitivity,
                      configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
@@ -179,6 +180,9 @@ struct TalkRig {
         tc.voiceDetector = voiceDetector
         tc.modelsDirectory = TalkPulse.repoRoot + "/models"
         tc.onceMaxMs = onceMaxMs
+        tc.interruptOnSpeech = interruptOnSpeech
+        tc.stopWordModelsDirectory = stopWordModels
+        tc.stopWordSensitivity = stopWordSensitivity
         tc.voiceNoteDirectory = dir + "/voice-notes"
         // Commands wait this long for parts that are still starting (3 s in the daemon).
         tc.partsWaitMs = 1_000

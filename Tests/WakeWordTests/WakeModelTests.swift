@@ -94,7 +94,7 @@ import Testing
         #expect(try WakeModel.load(manifestPath: dir + "/tiny.json").phrase == "tiny")
     }
 
-    @Test(arguments: WakeModelCatalog.defaultPhrases)
+    @Test(arguments: WakeModelCatalog.defaultPhrases + ["stop"])
     func `the shipped models load and say how they were trained`(stem: String) throws {
         let model = try WakeModel.load(manifestPath: Fixtures.modelsDirectory + "/\(stem).json")
         #expect(model.phrase == stem)

@@ -325,8 +325,11 @@ def results_table(summary, thresholds):
 
 
 def main():
-    global MODELS
+    global MODELS, TRIGGERS
     ap = argparse.ArgumentParser()
+    ap.add_argument("--triggers", default=",".join(TRIGGERS),
+                    help="comma-separated; e.g. --triggers stop --hours 0.33 --out eval-flite-stop "
+                         "--report ../EVALUATION-stop.md for the stop word")
     ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
     ap.add_argument("--out", default=os.path.join(HERE, "eval-flite"))
     ap.add_argument("--seed", type=int, default=777)
@@ -339,6 +342,7 @@ def main():
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION.md"))
     args = ap.parse_args()
     MODELS = args.models
+    TRIGGERS = [t.strip() for t in args.triggers.split(",") if t.strip()]
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(args.seed)
 
@@ -401,7 +405,7 @@ def main():
     fw = sum(summary["falseWakes"].values())
     lines = ["# Wake-word evaluation", "",
              "Held-out figures for the shipped models (`models/*.json`), measured with the Swift detector",
-             "(`clawvoice wake detect`, all three models loaded together, default sensitivity 0.5, 2 s refractory).",
+             f"(`clawvoice wake detect`, {'all three models' if len(TRIGGERS) == 3 else ', '.join(TRIGGERS)} loaded together, default sensitivity 0.5, 2 s refractory).",
              "Regenerate with:", "", "```", "make wake-eval", "```", "",
              "(= `swift build -c release` and `bash models/training/evaluate.sh`; the set is built once (22 min here, with other builds running) and cached in",
              "models/training/eval-flite/; the run itself takes about 5 minutes.)", ""] + ([args.note, ""] if args.note else []) + [
@@ -419,7 +423,7 @@ def main():
              "A trigger event counts as detected when a wake for that phrase lands between 0.5 s before and 1 s after",
              "the end of the spoken trigger.", "",
              "## Results at the shipped thresholds", ""] + results_table(summary, thresholds) + ["",
-             f"All three: {pct(all_missed, all_events)} missed; {fw} false wakes in {summary['negHours']:.2f} h "
+             f"{'All three' if len(TRIGGERS) == 3 else 'All'}: {pct(all_missed, all_events)} missed; {fw} false wakes in {summary['negHours']:.2f} h "
              f"({fw / summary['negHours']:.2f} per hour); near misses: {len(summary['nearWakes'])} wakes in {n_near} utterances.", ""]
     if summary["nearWakes"]:
         lines += ["Near-miss wakes: " + ", ".join(f"{p} on \"{txt}\"" for p, txt in summary["nearWakes"][:25]) + ".", ""]

@@ -118,6 +118,9 @@ NEAR_MISSES = {
     "computer": ["commuter", "computation", "compute", "competitor", "compete", "computing", "amputee",
                  "compote", "composer", "commuted", "computed", "pewter", "company", "competent",
                  "come here", "compost", "tutor", "campus", "scooter", "commute"],
+    # The stop word (issue 14): short words that share its onset, vowel or coda.
+    "stop": ["top", "shop", "step", "stock", "spot", "stuff", "store", "story", "drop", "pop", "stomp",
+             "stone", "start", "stab", "sock", "cop", "stuck", "stay", "hop on", "a top"],
 }
 
 GENERIC_NEAR_MISSES = ["okay", "hey", "hello", "yes", "no", "open", "clear", "close", "call", "play",

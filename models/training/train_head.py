@@ -49,17 +49,20 @@ log = render.log
 
 # --- rendering ---------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def split_sentences():
-    exclude = sorted(set(DEFAULT_TRIGGERS))
+@functools.lru_cache(maxsize=None)
+def split_sentences(trigger=None):
+    # The trigger itself is excluded too: an ordinary word ("stop") must never be a negative in
+    # its own training. For the default triggers this removes nothing more, so their pools (and
+    # the cache keys, which hash the texts) stay as they were.
+    exclude = sorted(set(DEFAULT_TRIGGERS) | ({trigger.lower()} if trigger else set()))
     s = render.sentences_for("train", exclude)
     val = [x for x in s if zlib.crc32(x.encode()) % 10 == 0]
     tr = [x for x in s if zlib.crc32(x.encode()) % 10 != 0]
     return tr + speech.everyday_sentences(np.random.default_rng(11), 1500), val
 
 
-def render_pool(eng, n=1600, split="train"):
-    tr, val = split_sentences()
+def render_pool(eng, n=1600, split="train", trigger=None):
+    tr, val = split_sentences(trigger)
     src = tr if split == "train" else val
     m = int(n * render.SHARE[eng.name])
     texts = render.sentence_texts(np.random.default_rng(5 if split == "train" else 6), src, m)
@@ -68,8 +71,21 @@ def render_pool(eng, n=1600, split="train"):
 
 def near_words(trigger):
     stem = file_stem(trigger)
-    return sorted(set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
-                                                     for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES))
+    words = set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
+                                                 for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES)
+    # A generic near miss that holds a new trigger ("stop", "the stop") is no near miss of it
+    # (the default triggers' lists are kept exactly as they were trained).
+    if trigger.lower() in DEFAULT_TRIGGERS:
+        return sorted(words)
+    return sorted(w for w in words if not speech.contains_trigger(w, [trigger]))
+
+
+def pool_tag(trigger):
+    """'' when the trigger occurs in none of the shared sentences (every default trigger, most
+    phrases); else a suffix for the caches built from this trigger's own, smaller pool."""
+    base = split_sentences()
+    own = split_sentences(trigger)
+    return "" if (len(base[0]), len(base[1])) == (len(own[0]), len(own[1])) else f"-x{file_stem(trigger)}"
 
 
 def render_trigger(eng, trigger, positives=1800, near=1500):
@@ -474,6 +490,8 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--positives", type=int, default=3000, help="trigger canvases")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every data count (smoke tests)")
+    ap.add_argument("--negatives-scale", type=float, default=1.0,
+                    help="multiplies this training's own negatives and validation stream (the stop word, on a busy machine)")
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--fixtures-dir", default=os.path.join(REPO, "Tests", "WakeWordTests", "Fixtures"))
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
@@ -507,9 +525,13 @@ def main():
     # --- rendering (cached per engine) ------------------------------------------------------
     engines = voices.engines()
     pool, vpool, clips, near = [], [], {}, []
+    tag = pool_tag(trigger)
+    if tag:
+        log(f"{trigger!r} occurs in the shared sentences: they are left out, and this training builds its own "
+            f"negatives and validation stream (caches *{tag})")
     for eng in engines:
-        pool += render_pool(eng)
-        vpool += render_pool(eng, 400, "val")
+        pool += render_pool(eng, trigger=trigger)
+        vpool += render_pool(eng, 400, "val", trigger=trigger)
         own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
         near += nm
@@ -529,21 +551,23 @@ def main():
     stem_idx = zlib.crc32(stem.encode()) % 3
     # This trigger's own canvases first (several trainings can run side by side).
     parts.append(cached(ck(f"trigger-{stem}-p{args.positives}"), lambda: positives(feat, r, all_clips, pool, noise, int(args.positives * sc))))
+    ns = args.negatives_scale
+    nt = "" if ns == 1 else f"-n{ns:g}"
     parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(600 * sc))))
     if trigger.lower() not in DEFAULT_TRIGGERS:
-        parts.append(cached(ck(f"near-{stem}"), lambda: negatives(feat, r, near, pool, noise,
-                                                                  {"near": int(1500 * sc), "speech": 0, "noise": 0})))
+        parts.append(cached(ck(f"near-{stem}{nt}"), lambda: negatives(feat, r, near, pool, noise,
+                                                                  {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.
     # In three parts, so that trainings running side by side build them in parallel.
     order = [(stem_idx + k) % 3 for k in range(3)]
     for part in order:       # build the parts nobody is building yet, then wait for the rest
-        if not (os.path.exists(ck(f"negatives{part}")) or os.path.exists(ck(f"negatives{part}") + ".building")):
+        if not (os.path.exists(ck(f"negatives{part}{tag}{nt}")) or os.path.exists(ck(f"negatives{part}{tag}{nt}") + ".building")):
             order = [part] + [q for q in order if q != part]
             break
     for part in order:
-        parts.append(cached(ck(f"negatives{part}"), lambda part=part: negatives(
+        parts.append(cached(ck(f"negatives{part}{tag}{nt}"), lambda part=part: negatives(
             feat, np.random.default_rng(101 + part), near, pool, noise,
-            {k: int(v * sc) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
+            {k: int(v * sc * ns) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
     # The other default triggers are negatives: their trigger canvases (another training's, or
     # made here) with the labels cleared.
     for t in DEFAULT_TRIGGERS:
@@ -573,9 +597,9 @@ def main():
     log(f"{len(E)} canvases of {STEPS} scores, {int((Y == 1).any(axis=1).sum())} with the trigger "
         f"({(time.time() - t_start) / 60:.1f} min so far)")
     vrng = np.random.default_rng(seed + 1)
-    vname = "valstream" if args.val_minutes == 30 else f"valstream{args.val_minutes}m"
+    vname = ("valstream" if args.val_minutes == 30 else f"valstream{args.val_minutes}m") + f"{tag}{nt}"
     vE, v_seconds = cached(ck(vname), lambda: (lambda e, s: (e[None], np.array([[s]]), np.zeros(1, np.int8)))(
-        *validation_stream(feat, vrng, vpool, noise, args.val_minutes * 60 * sc)))[:2]
+        *validation_stream(feat, vrng, vpool, noise, args.val_minutes * 60 * sc * ns)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")
 
@@ -713,7 +737,7 @@ def main():
         "tensors": entries,
         "training": {
             "recipe": f"models/training/train_head.py v{RECIPE_VERSION}",
-            "command": f'make wake-model TRIGGER="{trigger}"', "seed": seed,
+            "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.epochs,

@@ -16,6 +16,19 @@ public struct CapturedFrame: Sendable {
     public var receivedAt: ContinuousClock.Instant
     /// The first frame after the server came back: the audio before it does not join up.
     public var followsGap: Bool
+    /// When its last sample was recorded, as PulseAudio's timing info puts it: receivedAt less
+    /// the source's latency and the newer audio read with it (frames read together are 20 ms
+    /// apart). The echo canceller matches the speaker's reference to it.
+    public var recordedAt: ContinuousClock.Instant
+
+    public init(pcm: PCMBuffer, sequence: Int, receivedAt: ContinuousClock.Instant, followsGap: Bool,
+                recordedAt: ContinuousClock.Instant? = nil) {
+        self.pcm = pcm
+        self.sequence = sequence
+        self.receivedAt = receivedAt
+        self.followsGap = followsGap
+        self.recordedAt = recordedAt ?? receivedAt
+    }
 }
 
 /// What a capture is doing, for `clawvoice status`.
@@ -157,6 +170,9 @@ public final class PulseCapture: @unchecked Sendable {
 
     // MARK: - Stream (lock held from here on)
 
+    /// Timing updates give each frame's recording time (CapturedFrame.recordedAt).
+    private static let flags = pa_stream_flags_t(PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
+
     private func openStream() {
         guard wantRunning, stream == nil else { return }
         guard let (ctx, _) = connection.readyContext else {
@@ -188,9 +204,9 @@ public final class PulseCapture: @unchecked Sendable {
                                   fragsize: UInt32(format.frames(milliseconds: frameMilliseconds) * format.bytesPerFrame))
         let result: Int32
         if let source {
-            result = source.withCString { pa_stream_connect_record(s, $0, &attr, PA_STREAM_ADJUST_LATENCY) }
+            result = source.withCString { pa_stream_connect_record(s, $0, &attr, Self.flags) }
         } else {
-            result = pa_stream_connect_record(s, nil, &attr, PA_STREAM_ADJUST_LATENCY)
+            result = pa_stream_connect_record(s, nil, &attr, Self.flags)
         }
         if result < 0 {
             streamFailed(errorForFailure(call: "pa_stream_connect_record"))
@@ -293,8 +309,21 @@ public final class PulseCapture: @unchecked Sendable {
             }
             pa_stream_drop(s)
         }
-        for pcm in complete {
-            let frame = CapturedFrame(pcm: pcm, sequence: nextSequence, receivedAt: now, followsGap: nextFollowsGap)
+        // The newest sample read was recorded one source latency ago (pa_stream_get_latency, with
+        // everything read); frames complete before it by what the chunker still holds.
+        var latency: pa_usec_t = 0
+        var negative: Int32 = 0
+        let sourceUs = pa_stream_get_latency(s, &latency, &negative) == 0 && negative == 0 ? Int64(min(latency, 1_000_000)) : 0
+        let rate = Int64(format.sampleRateHz)
+        var newerUs = Int64(chunker.pendingSamples) * 1_000_000 / rate + sourceUs
+        var stamps: [ContinuousClock.Instant] = []
+        for pcm in complete.reversed() {
+            stamps.append(now - .microseconds(newerUs))
+            newerUs += Int64(pcm.samples.count / max(format.channels, 1)) * 1_000_000 / rate
+        }
+        stamps.reverse()
+        for (i, pcm) in complete.enumerated() {
+            let frame = CapturedFrame(pcm: pcm, sequence: nextSequence, receivedAt: now, followsGap: nextFollowsGap, recordedAt: stamps[i])
             nextSequence += 1
             nextFollowsGap = false
             lastFrameAt = now

@@ -69,6 +69,11 @@ public final class PulsePlayback: @unchecked Sendable {
         connection.withLock { current?.firstWriteAt ?? lastFirstWriteAt }
     }
 
+    /// PulseAudio's timing info for the stream playing now (pa_stream_get_time and
+    /// pa_stream_get_latency, interpolated between the server's timing updates), or nil before
+    /// the server has reported any. The echo canceller times its reference with it.
+    public func timing() -> PlaybackTiming? { connection.withLock { current?.timingLocked() } }
+
     /// Plays `pcm` at its own rate and channels and returns once it has drained from the server
     /// (`.finished`) or was cut short by `stop()` (`.stopped`).
     /// - Throws: `PulseError.noSuchSink`, `.notConnected`, `.connectionLost`, `.call`.
@@ -125,6 +130,17 @@ public final class PulsePlayback: @unchecked Sendable {
             current = nil
         }
     }
+}
+
+/// Where a playback stream is, read at `at`.
+public struct PlaybackTiming: Sendable {
+    public var at: ContinuousClock.Instant
+    /// How far into the stream the sample being heard now is (the sink's latency accounted).
+    public var positionMicroseconds: UInt64
+    /// How long a sample written now takes to be heard (what is queued plus the sink's latency).
+    public var latencyMicroseconds: UInt64
+    /// When the stream's first sample was (or will be) heard.
+    public var startedAt: ContinuousClock.Instant { at - .microseconds(Int64(positionMicroseconds)) }
 }
 
 /// One playback stream: the bytes waiting for libpulse to ask for them, and the waiters for its
@@ -223,6 +239,16 @@ public final class PlaybackSession: @unchecked Sendable {
         end(.failed(error))
     }
 
+    /// Lock held.
+    func timingLocked() -> PlaybackTiming? {
+        guard let s = stream, pa_stream_get_state(s) == PA_STREAM_READY, firstWriteAt != nil else { return nil }
+        var position: pa_usec_t = 0, latency: pa_usec_t = 0
+        var negative: Int32 = 0
+        // -PA_ERR_NODATA until the first timing update arrives.
+        guard pa_stream_get_time(s, &position) == 0, pa_stream_get_latency(s, &latency, &negative) == 0 else { return nil }
+        return PlaybackTiming(at: .now, positionMicroseconds: position, latencyMicroseconds: negative != 0 ? 0 : latency)
+    }
+
     private func openStream() {
         guard let (ctx, _) = connection.readyContext else {
             end(.failed(.notConnected(state: connection.stateLocked.description)))
@@ -252,6 +278,9 @@ public final class PlaybackSession: @unchecked Sendable {
         }, userdata)
         // tlength bounds what the server holds for us, hence what stop() can still let out;
         // ADJUST_LATENCY makes the sink's own buffer follow it instead of its 2 s default.
+        // Timing updates (interpolated between them) tell the echo canceller when each sample is heard.
+        let flags = pa_stream_flags_t(PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue
+                                      | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
         let targetBytes = format.frames(milliseconds: targetLatencyMs) * format.bytesPerFrame
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32(targetBytes), prebuf: UInt32.max,
                                   minreq: UInt32.max, fragsize: UInt32.max)
@@ -259,8 +288,8 @@ public final class PlaybackSession: @unchecked Sendable {
         var volume = Self.cvolume(volumePercent, channels: format.channels)
         let result: Int32 = withUnsafeMutablePointer(to: &volume) { v in
             let level = volumePercent == 100 ? nil : v
-            if let sink { return sink.withCString { pa_stream_connect_playback(s, $0, &attr, PA_STREAM_ADJUST_LATENCY, level, nil) } }
-            return pa_stream_connect_playback(s, nil, &attr, PA_STREAM_ADJUST_LATENCY, level, nil)
+            if let sink { return sink.withCString { pa_stream_connect_playback(s, $0, &attr, flags, level, nil) } }
+            return pa_stream_connect_playback(s, nil, &attr, flags, level, nil)
         }
         if result < 0 { end(.failed(errorForFailure(call: "pa_stream_connect_playback"))) }
     }
