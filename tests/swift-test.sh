@@ -3,7 +3,7 @@
 #
 #   tests/swift-test.sh [--fuzz SECONDS] [swift test flags...]
 #
-# Round 1 runs every test side by side, at most TEST_WIDTH (default 3) at a time: most of the
+# Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
 # the CPU, and each talk test case has a PulseAudio of its own (TalkAudio's trait), so they do
 # not share a microphone. Round 2 runs, one at a time on a quiet machine, the suites whose
@@ -20,10 +20,10 @@ fuzz_seconds=""
 if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2; fi
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
-quiet='EchoCancelTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
+quiet='EchoCancelTests|EchoRoomTests|StopWordTests/..stop. said over|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
 '|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
 '|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'
-width="${TEST_WIDTH:-3}"
+width="${TEST_WIDTH:-4}"
 log=.build/swift-test.log
 : >"$log"
 
