@@ -1,8 +1,11 @@
 // The default silence window (issue 14): on a small fixed set of multi-clause sentences with
 // pauses (espeak-ng at four settings, flite awb and rms held out), clean and in loud noise, the
 // endpointer driven frame by frame with the audio position as its clock, the default
-// talk.silenceTimeoutMs must be the shortest of 400/700/900 ms that cuts at most 2 % of the
-// sentences early. `clawvoice-bench --endpoint` runs the same on 300 sentences for the README.
+// talk.silenceTimeoutMs cuts at most 2 % of the sentences early and holds none open, while the
+// shortest window (400 ms) cuts more. Which window is the shortest with at most 2 % is
+// `clawvoice-bench --endpoint`'s figure on 300 sentences: 24 are too few to tell 700 from 900 ms
+// (one cut is 4 %), and espeak-ng's rendering of a sentence varies a little with what the process
+// spoke before, so on this set 700 ms comes out clean in some runs and not in others.
 
 import Audio
 import Foundation
@@ -13,7 +16,7 @@ import WakeWord
 @Suite struct EndpointWindowTests {
     static let models = TalkPulse.repoRoot + "/models"
 
-    @Test func `the default window is the shortest that cuts at most 2 % of sentences early`() throws {
+    @Test func `the default window cuts at most 2 % of sentences early and 400 ms cuts more`() throws {
         let detector = VoiceDetector(model: try VoiceDetectorModel.load(directory: Self.models))
         let conditions: [(BenchNoise?, Double?)] = [(nil, nil), (.pink, 10), (.clatter, 10), (.fan, 5)]
         let clips = try EndpointBench.endpointClips(sentences: 24, seed: 77, conditions: conditions)
@@ -21,12 +24,14 @@ import WakeWord
         let probs = clips.map { EndpointBench.probabilities($0, detector: detector) }
         let results = EndpointBench.evaluate(clips, voice: probs, threshold: detector.threshold, windowsMs: [400, 700, 900])
         let summary = results.map { "\($0.windowMs) ms: \($0.earlyCuts)/\($0.trials) cut early, \($0.heldOpen) held open" }.joined(separator: "; ")
-        #expect(EndpointBench.shortestSafeWindow(results) == TalkConfig().silenceTimeoutMs, "\(summary)")
         #expect(TalkMachine.Settings().silenceTimeoutMs == TalkConfig().silenceTimeoutMs)
+        let chosen = try #require(results.first { $0.windowMs == TalkConfig().silenceTimeoutMs })
+        #expect(Double(chosen.earlyCuts) <= 0.02 * Double(chosen.trials), "\(summary)")
         // And at that window the noise holds no capture open.
-        for r in results where r.windowMs == TalkConfig().silenceTimeoutMs {
-            #expect(r.heldOpen == 0, "\(summary)")
-        }
+        #expect(chosen.heldOpen == 0, "\(summary)")
+        // The rule tells windows apart: the shortest cuts sentences at their pauses.
+        let shortest = try #require(results.first { $0.windowMs == 400 })
+        #expect(Double(shortest.earlyCuts) > 0.02 * Double(shortest.trials), "\(summary)")
     }
 
     @Test func `the labels and the trimming see the speech the engines made`() throws {
