@@ -21,15 +21,6 @@ private func expectOneLineFailure(_ o: Outcome, sourceLocation: SourceLocation =
     return o.stderrLines.first ?? ""
 }
 
-private func startGateway(auth: LoopbackGateway.AuthMode, autoApprove: Bool = false) async throws -> LoopbackGateway {
-    var c = LoopbackGateway.Configuration()
-    c.auth = auth
-    c.autoApprove = autoApprove
-    let gateway = LoopbackGateway(configuration: c)
-    try await gateway.start()
-    return gateway
-}
-
 /// `clawvoice status --json`, parsed; nil while the daemon does not answer.
 private func statusJSON(_ env: CLIEnvironment) async throws -> [String: Any]? {
     let o = try await env.run(["status", "--json"], timeout: .seconds(10))

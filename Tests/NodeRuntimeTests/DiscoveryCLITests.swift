@@ -243,11 +243,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
     }
 
     @Test func `pair offers what it found, and --name pairs with the right one`() async throws {
-        var c = LoopbackGateway.Configuration()
-        c.auth = .token("t-kitchen")
-        c.autoApprove = true
-        let gateway = LoopbackGateway(configuration: c)
-        try await gateway.start()
+        let gateway = try await startGateway(auth: .token("t-kitchen"), autoApprove: true)
         defer { Task { await gateway.stop() } }
         let url = await gateway.url
         let port = try #require(Int(url.split(separator: ":").last ?? ""), "\(url)")
@@ -290,11 +286,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
     }
 
     @Test func `on a terminal pair offers a numbered choice and pairs with the one picked`() async throws {
-        var c = LoopbackGateway.Configuration()
-        c.auth = .token("t-kitchen")
-        c.autoApprove = true
-        let gateway = LoopbackGateway(configuration: c)
-        try await gateway.start()
+        let gateway = try await startGateway(auth: .token("t-kitchen"), autoApprove: true)
         defer { Task { await gateway.stop() } }
         let url = await gateway.url
         let port = try #require(Int(url.split(separator: ":").last ?? ""), "\(url)")

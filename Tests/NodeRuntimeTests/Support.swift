@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LoopbackGateway
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -198,4 +199,14 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
         Thread { c.resume(returning: body()) }.start()
     }
+}
+
+/// A started loopback gateway (the test stops it).
+func startGateway(auth: LoopbackGateway.AuthMode, autoApprove: Bool = false) async throws -> LoopbackGateway {
+    var c = LoopbackGateway.Configuration()
+    c.auth = auth
+    c.autoApprove = autoApprove
+    let gateway = LoopbackGateway(configuration: c)
+    try await gateway.start()
+    return gateway
 }
