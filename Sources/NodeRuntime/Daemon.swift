@@ -164,6 +164,8 @@ public final class NodeDaemon: Sendable {
         // `session use` is remembered per gateway; the talk loop persists each switch there.
         var talkConfig = NodeDaemon.talkConfig(config, stateDir: paths.stateDir)
         talkConfig.sessionKey = (try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey
+        // What `mute` left: a muted node comes back muted (silently), already in its first status.
+        talkConfig.startsMuted = (try? store.setting("muted")) == "1"
         let (store, activeGateway) = (self.store, Mutex<String>(record.name))
         let talk = TalkController(channel: channel, speech: speech, config: talkConfig, log: log, outbox: nil,
                                   onSessionChange: { key in
@@ -313,8 +315,7 @@ public final class NodeDaemon: Sendable {
             wake.chime = config.wake.chime
             await talk.enableWake(wake)
         }
-        // What `mute` and `volume` left: a muted node comes back muted (silently), at its level.
-        if (try? store.setting("muted")) == "1" { await talk.setMuted(true, announce: false) }
+        // What `volume` left: our stream comes back at its level (muting is restored at init).
         if let v = try? store.setting("volume"), let n = Int(v) { audio.playback.setVolume(percent: n) }
     }
 

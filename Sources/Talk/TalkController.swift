@@ -17,6 +17,9 @@ public struct TalkConfig: Sendable, Equatable {
     public var silenceTimeoutMs = 900
     /// `once` ends here at the latest, as on the iPhone.
     public var onceMaxMs = 12_000
+    /// A node muted before a restart starts muted, before anything can read its status (read at
+    /// init only; `setMuted` changes it later).
+    public var startsMuted = false
     /// Hard cap for a held capture.
     public var captureMaxMs = 60_000
     /// Audio from before the command that the capture starts with (0–2000 ms).
@@ -183,8 +186,11 @@ public actor TalkController {
             stopWord = listener
             if let problem { log.log(.warning, "talk", problem) }
         }
+        // Idle and with nothing waiting, muting has nothing to end, and no one observes events yet.
+        if config.startsMuted { _ = machine.handle(.setMuted(true, announce: false), nowMs: 0) }
         (inbox, post) = AsyncStream.makeStream(of: Item.self)
         var s = Snapshot()
+        s.muted = machine.muted
         s.sessionKey = config.sessionKey
         s.silenceTimeoutMs = config.silenceTimeoutMs
         published = Mutex(s)
