@@ -52,31 +52,20 @@ public enum PairingFlow {
             return false
         }
         client.connect()
-        let result = await withTaskGroup(of: String?.self) { group in
-            group.addTask {
-                for await e in client.events {
-                    switch e {
-                    case .message(let m):
-                        let frame: GatewayFrame?
-                        switch m {
-                        case .text(let s): frame = try? GatewayFrame.decode(s)
-                        case .binary(let b): frame = try? GatewayFrame.decode(b)
-                        }
-                        if case .event(let ev)? = frame, ev.event == GatewayEvent.challenge { return "ok" }
-                    case .failed(let err): return "\(err)"
-                    case .closed(let code, let reason): return "closed (\(code.map(String.init) ?? "-") \(reason))"
-                    case .opened: continue
-                    }
+        let result = await ConnectProbe.first(client, within: timeout, ended: "closed") { e -> String? in
+            switch e {
+            case .message(let m):
+                let frame: GatewayFrame?
+                switch m {
+                case .text(let s): frame = try? GatewayFrame.decode(s)
+                case .binary(let b): frame = try? GatewayFrame.decode(b)
                 }
-                return "closed"
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
+                if case .event(let ev)? = frame, ev.event == GatewayEvent.challenge { return "ok" }
                 return nil
+            case .failed(let err): return "\(err)"
+            case .closed(let code, let reason): return "closed (\(code.map(String.init) ?? "-") \(reason))"
+            case .opened: return nil
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
         }
         client.close(code: 1000, reason: "probe")
         if result == "ok" { return true }

@@ -70,24 +70,11 @@ enum TLSTrust {
         o.allowInsecureRemote = allowInsecure
         guard let client = try? WebSocketClient(url: parsed, options: o) else { return nil }
         client.connect()
-        let result = await withTaskGroup(of: WebSocketError?.self) { group in
-            group.addTask {
-                for await e in client.events {
-                    switch e {
-                    case .failed(let err): return err
-                    default: return nil
-                    }
-                }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        // The first event decides: a failure is the answer, anything else means none.
+        let result = await ConnectProbe.first(client, within: timeout, ended: nil) { e -> WebSocketError?? in
+            if case .failed(let err) = e { return .some(err) }
+            return .some(nil)
+        } ?? nil
         client.close(code: 1000, reason: "probe")
         return result
     }

@@ -54,16 +54,8 @@ private func lowerFileLimit(of pid: Int32, to soft: Int) throws {
 
 @Suite(.serialized) struct `Control socket hardening` {
     @Test func `a daemon at its descriptor limit keeps answering, sheds idle clients and times them out`() async throws {
-        var c = LoopbackGateway.Configuration()
-        c.auth = .token("fd-limit")
-        c.autoApprove = true
-        let gateway = LoopbackGateway(configuration: c)
-        try await gateway.start()
+        let (gateway, env, daemon) = try await daemonOnLoopbackGateway(token: "fd-limit")
         defer { Task { await gateway.stop() } }
-        var env = try CLIEnvironment()
-        env.extra["CLAWVOICE_GATEWAY_URL"] = await gateway.url
-        env.extra["CLAWVOICE_GATEWAY_TOKEN"] = "fd-limit"
-        let daemon = try env.spawn(["run"])
         defer { daemon.signal(SIGKILL) }
         let up = try await eventually(.seconds(20)) {
             let o = try await env.run(["status"], timeout: .seconds(5))

@@ -146,6 +146,13 @@ private let kitchenTXT = ["role=gateway", "transport=gateway", "displayName=Kitc
                           "gatewayPort=18789", "gatewayTls=1", "gatewayTlsSha256=sha256:\(fingerprint.uppercased())",
                           "gatewayDirectReachable=1"]
 
+/// The loopback gateway the pair tests publish as "Kitchen" (token t-kitchen), and its port.
+private func kitchenGateway() async throws -> (LoopbackGateway, Int) {
+    let gateway = try await startGateway(auth: .token("t-kitchen"), autoApprove: true)
+    let url = await gateway.url
+    return (gateway, try #require(Int(url.split(separator: ":").last ?? ""), "\(url)"))
+}
+
 private func jsonArray(_ text: String) -> [[String: Any]]? {
     guard let d = text.data(using: .utf8) else { return nil }
     return (try? JSONSerialization.jsonObject(with: d)) as? [[String: Any]]
@@ -243,10 +250,8 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
     }
 
     @Test func `pair offers what it found, and --name pairs with the right one`() async throws {
-        let gateway = try await startGateway(auth: .token("t-kitchen"), autoApprove: true)
+        let (gateway, port) = try await kitchenGateway()
         defer { Task { await gateway.stop() } }
-        let url = await gateway.url
-        let port = try #require(Int(url.split(separator: ":").last ?? ""), "\(url)")
 
         let ns = try AvahiNamespace()
         defer { ns.stop() }
@@ -286,10 +291,8 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
     }
 
     @Test func `on a terminal pair offers a numbered choice and pairs with the one picked`() async throws {
-        let gateway = try await startGateway(auth: .token("t-kitchen"), autoApprove: true)
+        let (gateway, port) = try await kitchenGateway()
         defer { Task { await gateway.stop() } }
-        let url = await gateway.url
-        let port = try #require(Int(url.split(separator: ":").last ?? ""), "\(url)")
         let ns = try AvahiNamespace()
         defer { ns.stop() }
         try await ns.publish("Kitchen", port: port, txt: ["role=gateway"])

@@ -16,16 +16,8 @@ private func residentMB(_ pid: Int32, _ field: String = "VmRSS:") -> Double? {
 
 @Suite struct `Large gateway payloads` {
     @Test func `the daemon gives back the memory of 12 MB gateway frames once they are handled`() async throws {
-        var c = LoopbackGateway.Configuration()
-        c.auth = .token("big")
-        c.autoApprove = true
-        let gateway = LoopbackGateway(configuration: c)
-        try await gateway.start()
+        let (gateway, env, daemon) = try await daemonOnLoopbackGateway(token: "big")
         defer { Task { await gateway.stop() } }
-        var env = try CLIEnvironment()
-        env.extra["CLAWVOICE_GATEWAY_URL"] = await gateway.url
-        env.extra["CLAWVOICE_GATEWAY_TOKEN"] = "big"
-        let daemon = try env.spawn(["run"])
         defer { daemon.signal(SIGKILL) }
         let up = try await eventually(.seconds(20)) {
             let o = try await env.run(["status"], timeout: .seconds(5))

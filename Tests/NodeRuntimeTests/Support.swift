@@ -210,3 +210,13 @@ func startGateway(auth: LoopbackGateway.AuthMode, autoApprove: Bool = false) asy
     try await gateway.start()
     return gateway
 }
+
+/// A loopback gateway that approves pairing by itself, and `clawvoice run` pointed at it through
+/// the environment (the test stops both).
+func daemonOnLoopbackGateway(token: String) async throws -> (LoopbackGateway, CLIEnvironment, Spawned) {
+    let gateway = try await startGateway(auth: .token(token), autoApprove: true)
+    var env = try CLIEnvironment()
+    env.extra["CLAWVOICE_GATEWAY_URL"] = await gateway.url
+    env.extra["CLAWVOICE_GATEWAY_TOKEN"] = token
+    return (gateway, env, try env.spawn(["run"]))
+}
