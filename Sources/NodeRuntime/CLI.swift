@@ -438,7 +438,7 @@ public enum CLI {
             }
             return 0
         case "gateways":
-            return try gateways(p, paths: paths)
+            return try gateways(p, config: config, paths: paths)
         case "doctor":
             return try await DoctorCommand.run(p, config: config, paths: paths, environment: environment, say: { say($0) })
         case "service":
@@ -592,7 +592,7 @@ public enum CLI {
         return lines
     }
 
-    static func gateways(_ p: Parsed, paths: RuntimePaths) throws -> Int32 {
+    static func gateways(_ p: Parsed, config: ClawConfig, paths: RuntimePaths) throws -> Int32 {
         let store = try openStore(paths)
         let action = p.positionals.first ?? "list"
         switch action {
@@ -611,6 +611,12 @@ public enum CLI {
         case "use", "forget":
             guard p.positionals.count == 2 else { throw UsageError(description: "gateways \(action) needs a gateway NAME") }
             let name = p.positionals[1]
+            // The config's gateway.url picks the gateway at every start (resolveActiveGateway), so a
+            // switch made here would be undone at once: say so instead of pretending it worked.
+            if action == "use", let url = config.gateway.url, GatewayNaming.name(for: url) != name {
+                throw UsageError(description: "gateways use: the config's gateway.url (\(url)) picks the gateway; "
+                                 + "remove it from the config (or unset CLAWVOICE_GATEWAY_URL) to switch with `gateways use`")
+            }
             guard try store.gateway(named: name) != nil else {
                 throw UsageError(description: "no gateway named '\(name)' (see `clawvoice gateways`)")
             }

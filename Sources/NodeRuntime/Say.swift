@@ -13,8 +13,7 @@ public enum SayCommand {
     static func run(text: String, local: Bool, out: String?, config: ClawConfig, paths: RuntimePaths, log: LogSink,
                     say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         var session: GatewaySession?
-        if !local, let record = try? resolveActiveGateway(config: config, store: try openStore(paths)) {
-            let store = try openStore(paths)
+        if !local, let store = try? openStore(paths), let record = try? resolveActiveGateway(config: config, store: store) {
             let (identity, instanceId) = try store.loadOrCreateIdentity()
             var options = SessionOptions(displayName: config.node.displayName, version: ClawvoiceVersion.current)
             options.operatorClientId = config.gateway.operatorClient

@@ -172,6 +172,14 @@ private func requestIds(in text: String) -> [String] {
         #expect(line.contains("clawvoice pair"), "\(line)")
     }
 
+    @Test func `gateways use refuses while the config's gateway.url decides`() async throws {
+        var env = try CLIEnvironment()
+        env.extra["CLAWVOICE_GATEWAY_URL"] = "ws://127.0.0.1:9/"
+        let line = expectOneLineFailure(try await env.run(["gateways", "use", "alpha"]))
+        #expect(line.contains("gateway.url (ws://127.0.0.1:9/)"), "\(line)")
+        #expect(line.contains("CLAWVOICE_GATEWAY_URL"), "\(line)")
+    }
+
     @Test func `gateways use with an unknown name`() async throws {
         let line = expectOneLineFailure(try await CLIEnvironment().run(["gateways", "use", "nowhere"]))
         #expect(line.contains("no gateway named 'nowhere'"), "\(line)")
