@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -542,11 +542,11 @@ def main():
                     help="no training: score the validation data with the existing models/<stem>.json head")
     ap.add_argument("--hold-out", default="", help="leave this engine (name prefix: espeak, piper, pico) out of the "
                     "trigger canvases and validate on it; no head is written")
-    ap.add_argument("--stop-after", type=int, default=0,
+    ap.add_argument("--stop-after", type=int, default=3,
                     help="stop after this many epochs of the --epochs learning-rate schedule (0: run it all)")
-    ap.add_argument("--dropout", type=float, default=0.1, help="input dropout")
-    ap.add_argument("--noise", type=float, default=0.0, help="Gaussian noise on the normalised inputs")
-    ap.add_argument("--shift", type=float, default=0.0, help="one Gaussian offset per canvas on the normalised embeddings")
+    ap.add_argument("--dropout", type=float, default=0.3, help="input dropout")
+    ap.add_argument("--noise", type=float, default=1.0, help="Gaussian noise on the normalised inputs")
+    ap.add_argument("--shift", type=float, default=1.0, help="one Gaussian offset per canvas on the normalised embeddings")
     ap.add_argument("--l2", type=float, default=1e-4, help="weight decay of the hidden layers")
     ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem><tag>.npz)")
     args = ap.parse_args()
@@ -756,6 +756,7 @@ def main():
                   "w1": ten["dense1.weight"], "b1": ten["dense1.bias"], "w2": ten["dense2.weight"], "b2": ten["dense2.bias"]}
         args.epochs = 0
         log(f"rescoring the existing head models/{stem}.json (threshold {man['threshold']})")
+    n_epochs = min(args.stop_after or args.epochs, args.epochs)
     for epoch in range(args.epochs):
         order = rng.permutation(tr_idx)
         losses = []
@@ -768,9 +769,9 @@ def main():
             losses.append(float(loss))
         pos_max, neg_max, ss = validate(params)
         el = time.time() - t_train
-        log(f"epoch {epoch + 1}/{args.epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
+        log(f"epoch {epoch + 1}/{n_epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
             f"window FA@0.5 {np.mean(neg_max >= 0.5) * 100:.2f}%  stream wakes@0.5 {detections(ss, 0.5)}  "
-            f"({el:.0f} s, ETA {el / (epoch + 1) * (args.epochs - epoch - 1):.0f} s)")
+            f"({el:.0f} s, ETA {el / (epoch + 1) * (n_epochs - epoch - 1):.0f} s)")
         log(f"    false accepts@0.5 by kind: {validate.by_kind}")
         if args.hold_out:    # the rule's threshold and recall after each epoch: when does hearing a new voice peak?
             ve = Validation({"canvas": validate.canvas, "labels": Y[val_idx], "mask": mask_all[val_idx], "kinds": K[val_idx],
