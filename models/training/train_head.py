@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -382,6 +382,43 @@ def validation_stream(feat, rng, pool, noise, seconds):
     return feat(audio, warp=False), len(audio) / 16000
 
 
+class _Recording(list):
+    """A clip list that remembers the index of the last clip taken from it."""
+    last = -1
+
+    def __getitem__(self, i):
+        self.last = int(i)
+        return list.__getitem__(self, i)
+
+
+def canvas_engines(path, clips_by_engine, rng, pool, noise, n, wide):
+    """The engine of each trigger canvas in a cached positives() part, found by replaying the
+    part's random draws without the front end (the featurizer has its own generator, so the
+    draws are the same); cached beside the part. The replayed labels must equal the cached ones."""
+    out = path[:-4] + "-engines.npy"
+    if os.path.exists(out):
+        return np.load(out)
+    names = list(clips_by_engine)
+    owner = np.concatenate([np.full(len(clips_by_engine[e]), i) for i, e in enumerate(names)])
+    rec = _Recording(c for e in names for c in clips_by_engine[e])
+    picked = []
+
+    def stub(audio, warp=True):
+        picked.append(rec.last)
+        return np.zeros((STEPS, frontend.EMB_DIM), np.float16)
+
+    t0 = time.time()
+    _, Y, _ = positives(stub, rng, rec, pool, noise, n, wide=wide)
+    with np.load(path) as z:
+        if not np.array_equal(Y, z["Y"]):
+            raise SystemExit(f"canvas_engines: replaying {os.path.basename(path)} gave other labels; cannot tell engines")
+    lab = owner[np.array(picked)].astype(np.int8)
+    np.save(out, lab)
+    log(f"  engines of {os.path.basename(path)}: " + ", ".join(f"{e} {int((lab == i).sum())}" for i, e in enumerate(names))
+        + f" ({time.time() - t0:.0f} s)")
+    return lab
+
+
 # --- the head --------------------------------------------------------------------------------
 
 def windows(E, zero):
@@ -503,6 +540,14 @@ def main():
     ap.add_argument("--consecutive", type=int, default=2, help="steps in a row over the threshold for a wake")
     ap.add_argument("--rescore", action="store_true",
                     help="no training: score the validation data with the existing models/<stem>.json head")
+    ap.add_argument("--hold-out", default="", help="leave this engine (name prefix: espeak, piper, pico) out of the "
+                    "trigger canvases and validate on it; no head is written")
+    ap.add_argument("--stop-after", type=int, default=3,
+                    help="stop after this many epochs of the --epochs learning-rate schedule (0: run it all)")
+    ap.add_argument("--dropout", type=float, default=0.3, help="input dropout")
+    ap.add_argument("--noise", type=float, default=1.0, help="Gaussian noise on the normalised inputs")
+    ap.add_argument("--shift", type=float, default=1.0, help="one Gaussian offset per canvas on the normalised embeddings")
+    ap.add_argument("--l2", type=float, default=1e-4, help="weight decay of the hidden layers")
     ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem><tag>.npz)")
     args = ap.parse_args()
 
@@ -551,6 +596,13 @@ def main():
     stem_idx = zlib.crc32(stem.encode()) % 3
     # This trigger's own canvases first (several trainings can run side by side).
     parts.append(cached(ck(f"trigger-{stem}-p{args.positives}"), lambda: positives(feat, r, all_clips, pool, noise, int(args.positives * sc))))
+    if args.hold_out:        # which engine spoke each trigger canvas (leave-one-engine-out validation)
+        eng_names = list(clips)
+        held_ids = [i for i, e in enumerate(eng_names) if e.startswith(args.hold_out)]
+        if not held_ids:
+            raise SystemExit(f"--hold-out {args.hold_out!r} names no training engine ({', '.join(eng_names)})")
+        eng_parts = {0: canvas_engines(ck(f"trigger-{stem}-p{args.positives}"), clips, np.random.default_rng(seed),
+                                       pool, noise, int(args.positives * sc), wide=False)}
     ns = args.negatives_scale
     nt = "" if ns == 1 else f"-n{ns:g}"
     parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(600 * sc))))
@@ -585,6 +637,9 @@ def main():
         feat_wide = Featurizer(fe, np.random.default_rng(seed + 19), span=(0.84, 1.18), n=13, p=0.85)
         parts.append(cached(ck(f"wide-{stem}-p{args.wide}"), lambda: positives(
             feat_wide, np.random.default_rng(seed + 17), all_clips, pool, noise, int(args.wide * sc), wide=True)))
+        if args.hold_out:
+            eng_parts[len(parts) - 1] = canvas_engines(ck(f"wide-{stem}-p{args.wide}"), clips, np.random.default_rng(seed + 17),
+                                                       pool, noise, int(args.wide * sc), wide=True)
     if args.human > 0:
         recs = human.recordings(args.cache_dir, log)
         if recs:
@@ -592,6 +647,11 @@ def main():
             parts.append(cached(ck(f"human{args.human}"), lambda: human_negatives(
                 feat, np.random.default_rng(303), recs, noise, int(args.human * sc))))
     E = np.concatenate([p[0] for p in parts])
+    engine_of = np.full(len(E), -1, np.int16)          # -1: not a trigger canvas whose engine is known
+    if args.hold_out:
+        offs = np.concatenate([[0], np.cumsum([len(p[0]) for p in parts])])
+        for i, lab in eng_parts.items():
+            engine_of[offs[i]:offs[i + 1]] = lab
     Y = np.concatenate([p[1] for p in parts])
     K = np.concatenate([p[2] for p in parts])
     log(f"{len(E)} canvases of {STEPS} scores, {int((Y == 1).any(axis=1).sum())} with the trigger "
@@ -611,6 +671,16 @@ def main():
     perm = rng.permutation(n_orig)
     n_val = n_orig // 20
     val_idx, tr_idx = perm[:n_val], np.concatenate([perm[n_val:], np.arange(n_orig, len(E))])
+    if args.hold_out:
+        # Leave one engine out: none of its trigger canvases (plain or wide) is trained on; the
+        # validation's trigger canvases are all of its plain ones and nothing else, so recall
+        # measures a voice the head never heard. Negatives and the stream are as usual.
+        held = np.isin(engine_of, held_ids)
+        has_pos = (Y == 1).any(axis=1)
+        val_idx = np.concatenate([val_idx[~has_pos[val_idx]], np.flatnonzero(held[:n_orig] & has_pos[:n_orig])])
+        tr_idx = tr_idx[~held[tr_idx]]
+        log(f"leave-one-engine-out: {', '.join(eng_names[i] for i in held_ids)} held out; training on "
+            f"{int(has_pos[tr_idx].sum())} trigger canvases, validating on {int(held[:n_orig].sum())} of the held-out engine")
     start_canvas = rng.random(len(E)) < 0.1             # these also learn from the stream-start scores
     step_ok = np.arange(STEPS)[None, :] >= FIRST_STEP
     mask_all = (step_ok | start_canvas[:, None]).astype(np.float32)
@@ -635,12 +705,18 @@ def main():
         best = jnp.max(jnp.where(posm > 0, logits, -30.0), axis=1)
         hasp = (jnp.sum(posm, axis=1) > 0).astype(jnp.float32)
         best_l = jnp.sum(hasp * jax.nn.softplus(-best)) / jnp.maximum(jnp.sum(hasp), 1.0)
-        l2 = 1e-4 * (jnp.sum(p["w0"] ** 2) + jnp.sum(p["w1"] ** 2))
+        l2 = args.l2 * (jnp.sum(p["w0"] ** 2) + jnp.sum(p["w1"] ** 2))
         return frame + 2.0 * worst_l + 0.5 * best_l + l2
 
     @jax.jit
     def train_step(p, m1, v1, t, lr, x, y, m, dkey):
-        x = x * (jax.random.uniform(dkey, x.shape) > 0.1) / 0.9      # dropout on the input
+        k1, k2, k3 = jax.random.split(dkey, 3)
+        if args.shift > 0:   # one offset per canvas, the same for all 16 embeddings: a voice or channel the data lacks
+            off = jax.random.normal(k2, (x.shape[0], 1, frontend.EMB_DIM)) * args.shift
+            x = x + jnp.tile(off, (1, 1, HEAD_WINDOW))
+        if args.noise > 0:   # and independent noise on every value
+            x = x + jax.random.normal(k3, x.shape) * args.noise
+        x = x * (jax.random.uniform(k1, x.shape) > args.dropout) / (1 - args.dropout)      # dropout on the input
         loss, g = jax.value_and_grad(loss_fn)(p, x, y, m)
         b1, b2 = 0.9, 0.999
         m1 = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m1, g)
@@ -680,6 +756,7 @@ def main():
                   "w1": ten["dense1.weight"], "b1": ten["dense1.bias"], "w2": ten["dense2.weight"], "b2": ten["dense2.bias"]}
         args.epochs = 0
         log(f"rescoring the existing head models/{stem}.json (threshold {man['threshold']})")
+    n_epochs = min(args.stop_after or args.epochs, args.epochs)
     for epoch in range(args.epochs):
         order = rng.permutation(tr_idx)
         losses = []
@@ -692,10 +769,19 @@ def main():
             losses.append(float(loss))
         pos_max, neg_max, ss = validate(params)
         el = time.time() - t_train
-        log(f"epoch {epoch + 1}/{args.epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
+        log(f"epoch {epoch + 1}/{n_epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
             f"window FA@0.5 {np.mean(neg_max >= 0.5) * 100:.2f}%  stream wakes@0.5 {detections(ss, 0.5)}  "
-            f"({el:.0f} s, ETA {el / (epoch + 1) * (args.epochs - epoch - 1):.0f} s)")
+            f"({el:.0f} s, ETA {el / (epoch + 1) * (n_epochs - epoch - 1):.0f} s)")
         log(f"    false accepts@0.5 by kind: {validate.by_kind}")
+        if args.hold_out:    # the rule's threshold and recall after each epoch: when does hearing a new voice peak?
+            ve = Validation({"canvas": validate.canvas, "labels": Y[val_idx], "mask": mask_all[val_idx], "kinds": K[val_idx],
+                             "stream": ss, "stream_seconds": v_seconds})
+            te = choose_threshold(ve, args.rule, args.consecutive)
+            log(f"    held-out {args.hold_out} after epoch {epoch + 1}: recall {ve.recall(te, args.consecutive) * 100:.1f}% "
+                f"at rule {args.rule}'s threshold {te:.3f}")
+        if args.stop_after and epoch + 1 >= args.stop_after:
+            log(f"stopping after epoch {epoch + 1} of the {args.epochs}-epoch schedule (--stop-after)")
+            break
 
     # --- threshold: validation of training engines only --------------------------------------
     pos_max, neg_max, ss = validate(params)
@@ -703,7 +789,13 @@ def main():
     np.savez(vpath, canvas=validate.canvas, labels=Y[val_idx], mask=mask_all[val_idx], kinds=K[val_idx],
              stream=ss, stream_seconds=v_seconds)
     log(f"validation scores in {vpath}")
-    if args.rescore:
+    if args.rescore or args.hold_out:
+        if args.hold_out:
+            v = Validation(dict(np.load(vpath)))
+            k = args.consecutive
+            thr = choose_threshold(v, args.rule, k)
+            log(f"held-out {args.hold_out}: recall {v.recall(thr, k) * 100:.1f}% at rule {args.rule}'s threshold {thr:.3f} "
+                f"(stream wakes {v.stream_wakes(thr, k)}); at 0.5: {v.recall(0.5, k) * 100:.1f}%")
         return 0
     v = Validation(dict(np.load(vpath)))
     k = args.consecutive
@@ -740,7 +832,9 @@ def main():
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
-            "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.epochs,
+            "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,
+            "epochSchedule": args.epochs, "inputDropout": args.dropout, "inputNoise": args.noise,
+            "canvasShift": args.shift, "weightDecay": args.l2,
             "seconds": round(time.time() - t_start),
             "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "humanCanvases": int(args.human * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
