@@ -558,7 +558,8 @@ def main():
     trigger = args.trigger.strip()
     stem = file_stem(trigger)
     seed = args.seed + zlib.crc32(stem.encode()) % 100000
-    log(f"training wake head for {trigger!r} -> models/{stem}.json (seed {seed})")
+    os.makedirs(args.models_dir, exist_ok=True)   # --models-dir may name a new directory
+    log(f"training wake head for {trigger!r} -> {os.path.join(args.models_dir, stem)}.json (seed {seed})")
     fe_path = os.path.join(args.models_dir, "frontend.json")
     if not os.path.exists(fe_path):
         frontend.export(args.models_dir)
