@@ -96,20 +96,6 @@ public struct RoomRecording: Sendable, Codable {
     public var frames: Int { mic.count / Self.frameSamples }
 
     /// The reference for each frame, kept continuous as the live cleaner keeps it (ReferenceCursor).
-    /// How often the reference's cursor moved (new clip, drift, realignment) over the recording.
-    public func referenceJumps(timed: Bool = true) -> Int {
-        var cursor = ReferenceCursor()
-        var clock = FrameClock()
-        var last: Int?, jumps = 0
-        for i in 0..<frames {
-            let observed = (timed ? frameEndsTimed : frameEndsHanded)[i]
-            let end = cursor.end(target: timed ? clock.end(observed: observed, count: Self.frameSamples) : observed, clip: 0, count: Self.frameSamples)
-            if let l = last, end != l + Self.frameSamples { jumps += 1 }
-            last = end
-        }
-        return jumps
-    }
-
     public func references(timed: Bool) -> [[Int16]] {
         var cursor = ReferenceCursor()
         var clock = FrameClock()
@@ -140,45 +126,6 @@ public struct RoomRecording: Sendable, Codable {
     /// PulseAudio's timing (the node's rule now), else as handed over (the rule before).
     public func cleaned(near: [Int16]? = nil, timed: Bool = true, delayMs: Int = 60, noiseSuppress: Bool = true) throws -> [Int16] {
         try cleanedPaths(near: near, timed: timed, delayMs: delayMs, noiseSuppress: noiseSuppress).uplink
-    }
-
-    /// Both of the capture's paths in one pass: webrtc's (the uplink, barge-in and voice detector)
-    /// and the linear canceller's (the wake and stop heads).
-    public func cleanedPaths(near: [Int16]? = nil, timed: Bool = true, delayMs: Int = 60, noiseSuppress: Bool = true) throws
-        -> (uplink: [Int16], detector: [Int16]) {
-        var o = CaptureCleaner.options
-        o.noiseSuppress = noiseSuppress
-        let cleaner = try CaptureCleaner(reference: EchoReference(), delayMs: delayMs, options: o)
-        var up: [Int16] = [], det: [Int16] = []
-        up.reserveCapacity(mic.count)
-        det.reserveCapacity(mic.count)
-        let refs = references(timed: timed)
-        for i in 0..<frames {
-            let frame = micFrame(i, near: near)
-            let both = cleaner.clean(PCMBuffer(format: .voice, samples: frame), far: refs[i])
-            up += both.uplink.samples
-            det += both.detector.samples
-        }
-        return (up, det)
-    }
-
-    /// The linear canceller alone over the frames (its ERLE and CPU, apart from webrtc's).
-    /// `talking`: per frame, the near end's voice as webrtc's output says it (nil: never).
-    public func linearCleaned(near: [Int16]? = nil, timed: Bool = true, talking: [Bool]? = nil,
-                              _ aec: LinearEchoCanceller = LinearEchoCanceller()) -> [Int16] {
-        var out: [Int16] = []
-        out.reserveCapacity(mic.count)
-        let refs = references(timed: timed)
-        for i in 0..<frames { out += aec.process(near: micFrame(i, near: near), far: refs[i], nearTalking: talking?[i] ?? false) }
-        return out
-    }
-
-    /// Per frame, whether webrtc's cleaned output `uplink` (of the microphone plus `near`) says the near end talks.
-    public func nearTalking(uplink: [Int16], near: [Int16]? = nil) -> [Bool] {
-        (0..<frames).map { i in
-            LinearEchoCanceller.nearVoice(microphone: micFrame(i, near: near),
-                                          suppressed: Array(uplink[i * Self.frameSamples..<(i + 1) * Self.frameSamples]))
-        }
     }
 
     func micFrame(_ i: Int, near: [Int16]?) -> [Int16] {

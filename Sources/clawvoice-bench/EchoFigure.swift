@@ -9,6 +9,7 @@
 //   - "computer" said by flite awb/rms over the assistant against the same clips with the
 //     speaker silent (12 dB above the echo's level and at its level), on the detectors' path
 //     (the linear canceller) and on webrtc's (what the wake head heard before);
+//   - barge-in latency: a user starting to talk over the assistant, first voiced sample to decision;
 //   - the front end's CPU per core against an Opus encode of the same audio, in this run.
 
 import Audio
@@ -88,6 +89,12 @@ func echoFigures(_ rec: RoomRecording) throws -> [Figure] {
             out.append(Figure(name: "echo_wake_while_speaking_\(Int(extra))dB_webrtc_path", value: Double(speakingUp), unit: "detections", baseline: Double(silentUp),
                               ratio: Double(speakingUp) / Double(max(silentUp, 1)),
                               detail: String(format: "the same clips on webrtc's path (canceller + suppressor, what the wake head heard before): over the assistant vs speaker silent, %.0f dB above the echo", extra)))
+            let latencies = rec.bargeInLatencies(cleaned: speaking.uplink, near: near, starts: starts, lengths: lengths)
+            let heard = latencies.compactMap { $0 }.sorted()
+            if !heard.isEmpty {
+                out.append(Figure(name: "echo_barge_in_latency_\(Int(extra))dB", value: Double(heard[heard.count / 2]), unit: "ms (median)", baseline: Double(heard.last!), ratio: nil,
+                                  detail: String(format: "a user (flite awb/rms, %.0f dB above the echo) starting to talk over the assistant: from their first voiced sample to TalkMachine's barge-in on webrtc's path (120 ms above −45 dBFS), over the %d commands that began while the speaker played; baseline: the slowest; %d of them never barged in (goal ≤ 300 ms)", extra, latencies.count, latencies.count - heard.count)))
+            }
         }
     } else {
         note("echo: no computer model in \(dir); wake figure skipped")
