@@ -91,6 +91,7 @@ func echoFigures(_ rec: RoomRecording) throws -> [Figure] {
                               detail: String(format: "the same clips on webrtc's path (canceller + suppressor, what the wake head heard before): over the assistant vs speaker silent, %.0f dB above the echo", extra)))
             let latencies = rec.bargeInLatencies(cleaned: speaking.uplink, near: near, starts: starts, lengths: lengths)
             let heard = latencies.compactMap { $0 }.sorted()
+            note("echo: barge-in at +\(Int(extra)) dB: \(latencies.map { $0.map(String.init) ?? "-" }.joined(separator: " ")) ms")
             if !heard.isEmpty {
                 out.append(Figure(name: "echo_barge_in_latency_\(Int(extra))dB", value: Double(heard[heard.count / 2]), unit: "ms (median)", baseline: Double(heard.last!), ratio: nil,
                                   detail: String(format: "a user (flite awb/rms, %.0f dB above the echo) starting to talk over the assistant: from their first voiced sample to TalkMachine's barge-in on webrtc's path (120 ms above −45 dBFS), over the %d commands that began while the speaker played; baseline: the slowest; %d of them never barged in (goal ≤ 300 ms)", extra, latencies.count, latencies.count - heard.count)))
