@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime"]),
-        .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
+        .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus"]),
 
         .testTarget(name: "GatewayProtocolTests", dependencies: ["GatewayProtocol"]),
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),

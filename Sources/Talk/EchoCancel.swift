@@ -132,9 +132,19 @@ struct FrameClock {
     mutating func reset() { origin = nil; samples = 0; lateRun = [] }
 }
 
+/// One microphone frame cleaned two ways against the same reference.
+struct CleanedFrame {
+    /// webrtc's canceller and noise suppressor: the uplink, the barge-in rule and the voice detector.
+    var uplink: PCMBuffer
+    /// The linear canceller alone, no suppression (LinearEchoCanceller): the wake and stop heads,
+    /// which need the user's voice whole in double talk more than the last decibels of echo gone.
+    var detector: PCMBuffer
+}
+
 /// Cleans microphone frames against the reference; one per capture stream, used by one owner.
 final class CaptureCleaner {
     private let frontEnd: AudioFrontEnd
+    private let linear = LinearEchoCanceller()
     private let reference: EchoReference
     private var cursor = ReferenceCursor()
     private var clock = FrameClock()
@@ -153,7 +163,7 @@ final class CaptureCleaner {
 
     /// The frame with the speaker's echo taken out (same length; the front end works in 10 ms
     /// steps, so a 20 ms frame comes back whole). `t`: when the frame's last sample was recorded.
-    func clean(_ frame: PCMBuffer, at observed: ContinuousClock.Instant) -> PCMBuffer {
+    func clean(_ frame: PCMBuffer, at observed: ContinuousClock.Instant) -> CleanedFrame {
         let n = frame.samples.count
         let base = self.base ?? observed
         self.base = base
@@ -171,15 +181,21 @@ final class CaptureCleaner {
         base = nil
     }
 
-    /// The frame cleaned against `far`, the speaker's samples that were playing while it was recorded.
-    func clean(_ frame: PCMBuffer, far: [Int16]) -> PCMBuffer {
+    /// The frame cleaned against `far`, the speaker's samples that were playing while it was
+    /// recorded: by webrtc (delayed by `delayMs` inside it) and by the linear canceller, whose
+    /// filter spans 0–120 ms of echo delay after `far`, so both the configured 60 ms and the
+    /// rooms' measured 40 ms fall inside it.
+    func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame {
+        var uplink = frame
         do {
             try frontEnd.far(far)
             let (out, _) = try frontEnd.near(frame.samples, delayMs: delayMs)
-            guard out.count == frame.samples.count else { return frame }
-            return PCMBuffer(format: frame.format, samples: out)
-        } catch {
-            return frame
-        }
+            if out.count == frame.samples.count { uplink = PCMBuffer(format: frame.format, samples: out) }
+        } catch {}
+        // webrtc's output says whether the user talks (its suppressor passes them, not the echo):
+        // then the linear filter holds still instead of learning their voice.
+        let talking = LinearEchoCanceller.nearVoice(microphone: frame.samples, suppressed: uplink.samples)
+        let detector = PCMBuffer(format: frame.format, samples: linear.process(near: frame.samples, far: far, nearTalking: talking))
+        return CleanedFrame(uplink: uplink, detector: detector)
     }
 }

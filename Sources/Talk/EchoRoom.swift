@@ -64,7 +64,7 @@ public struct LoopbackRoom: Sendable {
 public struct RoomError: Error, CustomStringConvertible { public var description: String }
 
 /// What the microphone heard while the speaker played `far` once through the room.
-public struct RoomRecording: Sendable {
+public struct RoomRecording: Sendable, Codable {
     /// What was played, 16 kHz mono: the canceller's reference.
     public var far: [Int16]
     /// The microphone, 20 ms frames back to back, from just before the playback to after it.
@@ -125,17 +125,7 @@ public struct RoomRecording: Sendable {
     /// two streams) cleaned by the capture's canceller. `timed`: the reference as aligned by
     /// PulseAudio's timing (the node's rule now), else as handed over (the rule before).
     public func cleaned(near: [Int16]? = nil, timed: Bool = true, delayMs: Int = 60, noiseSuppress: Bool = true) throws -> [Int16] {
-        var o = CaptureCleaner.options
-        o.noiseSuppress = noiseSuppress
-        let cleaner = try CaptureCleaner(reference: EchoReference(), delayMs: delayMs, options: o)
-        var out: [Int16] = []
-        out.reserveCapacity(mic.count)
-        let refs = references(timed: timed)
-        for i in 0..<frames {
-            let frame = micFrame(i, near: near)
-            out += cleaner.clean(PCMBuffer(format: .voice, samples: frame), far: refs[i]).samples
-        }
-        return out
+        try cleanedPaths(near: near, timed: timed, delayMs: delayMs, noiseSuppress: noiseSuppress).uplink
     }
 
     func micFrame(_ i: Int, near: [Int16]?) -> [Int16] {

@@ -267,8 +267,13 @@ public actor TalkController {
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll(); cleaner?.gap() }
             stopFed = false
-            let heard = clean(raw, at: at)
+            let cleaned = clean(raw, at: at)
+            let heard = cleaned.uplink
+            // The machine decides on the uplink's frame; its wake and stop actions for this frame
+            // run their heads on the linear path's copy of it (CleanedFrame.detector).
+            detectorFrame = cleaned.detector
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)))
+            detectorFrame = nil
             if !stopFed, let sw = stopWord, sw.gap() {
                 log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
             }
@@ -291,24 +296,28 @@ public actor TalkController {
         publish()
     }
 
-    /// The microphone frame with the speaker's echo taken out, when echo cancellation is on.
-    private func clean(_ frame: PCMBuffer, at t: ContinuousClock.Instant) -> PCMBuffer {
-        guard machine.settings.echoCancelled, let reference = echoReference, frame.format == .voice else { return frame }
+    /// The microphone frame with the speaker's echo taken out, when echo cancellation is on, for
+    /// the uplink and for the detectors (the frame itself for both when it is off).
+    private func clean(_ frame: PCMBuffer, at t: ContinuousClock.Instant) -> (uplink: PCMBuffer, detector: PCMBuffer?) {
+        guard machine.settings.echoCancelled, let reference = echoReference, frame.format == .voice else { return (frame, nil) }
         if cleaner == nil {
             do { cleaner = try CaptureCleaner(reference: reference, delayMs: config.echoDelayMs) } catch {
                 log.log(.warning, "audio", "echo cancellation unavailable: \(error)")
                 machine.replaceSettings(Self.settings(config, wake: wake?.config, echo: false))
-                return frame
+                return (frame, nil)
             }
         }
-        let out = cleaner?.clean(frame, at: t) ?? frame
+        guard let both = cleaner?.clean(frame, at: t) else { return (frame, nil) }
+        let out = both.uplink
         cleanedFrames += 1
         if cleanedFrames % 25 == 0 {
             log.log(.debug, "audio", String(format: "echo canceller: in %.1f dBFS, out %.1f dBFS", Endpointer.dbfs(rms: frame.rms), Endpointer.dbfs(rms: out.rms)))
         }
-        return out
+        return (out, both.detector)
     }
     private var cleanedFrames = 0
+    /// The linear canceller's copy of the frame the machine is deciding on (nil: no echo cancellation).
+    private var detectorFrame: PCMBuffer?
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
     /// is off or its model is missing, which `run()` said once).
@@ -439,7 +448,7 @@ public actor TalkController {
             // Frames it did not hear (push-to-talk, speech, debounce) are a gap to the detector.
             if !wakeHeardLast { w.detector?.reset() }
             wakeHeardLast = true
-            guard let d = w.feed(frame) else { break }
+            guard let d = w.feed(detectorFrame ?? frame) else { break }
             w.detections += 1
             w.lastPhrase = d.phrase
             log.log(.info, "wake", "heard \"\(d.phrase)\" (score \(String(format: "%.2f", d.score)))")
@@ -449,7 +458,7 @@ public actor TalkController {
         case .listenForStop(let frame):
             guard let sw = stopWord else { break }
             stopFed = true
-            guard let d = sw.feed(frame) else { break }
+            guard let d = sw.feed(detectorFrame ?? frame) else { break }
             log.log(.info, "talk", "heard the stop word (score \(String(format: "%.2f", d.score)))")
             emit("stopWord", ["score": String(format: "%.2f", d.score)])
             return .stopWordHeard

@@ -61,10 +61,13 @@ if args.contains("--wake-only") {
     exit(0)
 }
 
-// `--echo-only [--minutes N]`: just the echo figures (README's, with --minutes 10).
+// `--echo-only [--minutes N] [--recording FILE]`: just the echo figures (README's, with
+// --minutes 10). `--recording`: replay the room recording kept in FILE (JSON), or record it
+// there first: the same echo again, to compare the cancellers' settings without re-recording.
 let echoMinutes = args.firstIndex(of: "--minutes").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 1
+let echoRecording = args.firstIndex(of: "--recording").flatMap { i in args.dropFirst(i - args.startIndex + 1).first }
 if args.contains("--echo-only") {
-    for f in try await echoFigures(minutes: echoMinutes) {
+    for f in try await echoFigures(minutes: echoMinutes, keptIn: echoRecording) {
         if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.2f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.2f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
     }
     exit(0)

@@ -13,7 +13,7 @@ import WakeWord
 
 extension TalkAudio {
 @Suite struct EchoRoomTests {
-    /// One recording serves every check below (30 s of real time).
+    /// One recording serves every check below (45 s of real time).
     actor Cache {
         static let shared = Cache()
         private var task: Task<RoomRecording, any Error>?
@@ -23,9 +23,9 @@ extension TalkAudio {
                 try await TalkPulse.ensure()
                 // A run disturbed by the machine's load (the stream took over 400 ms to start, or the
                 // capture lost audio) measures the load, not the canceller: record again, up to three times.
-                var rec = try await RoomRecording.record(far: try RoomSpeech.assistant(seconds: 30), server: TalkPulse.server)
+                var rec = try await RoomRecording.record(far: try RoomSpeech.assistant(seconds: 45), server: TalkPulse.server)
                 for _ in 0..<2 where rec.disturbed {
-                    rec = try await RoomRecording.record(far: try RoomSpeech.assistant(seconds: 30), server: TalkPulse.server)
+                    rec = try await RoomRecording.record(far: try RoomSpeech.assistant(seconds: 45), server: TalkPulse.server)
                 }
                 return rec
             }
@@ -48,7 +48,7 @@ extension TalkAudio {
         // (5-26 dB handed against 27-88 dB timed in loaded runs; the bench's 10 min: 33.0 against 44.9).
     }
 
-    @Test func `30 s of the assistant speaking alone through the room never barges in`() async throws {
+    @Test func `45 s of the assistant speaking alone through the room never barges in`() async throws {
         let rec = try await Cache.shared.recording()
         let out = try rec.cleaned()
         #expect(rec.bargeIns(cleaned: out) == 0, "false barge-ins over \(rec.frames / 50) s of the assistant's own echo")
@@ -56,22 +56,50 @@ extension TalkAudio {
         #expect(rec.bargeIns(cleaned: rec.mic) >= 1, "the raw echo reaches the microphone")
     }
 
-    @Test func `wake words are heard over the assistant's echo`() async throws {
+    @Test func `wake words are heard over the assistant's echo on the detectors' path`() async throws {
         let rec = try await Cache.shared.recording()
         let dir = WakeModelCatalog.defaultDirectory()
         let models = try WakeModelCatalog(directory: dir).load(["computer"]).models
         let detector = WakeDetector(models: try #require(models.first.map { [$0] }, "no computer model in \(dir)"))
-        // Held-out users (flite awb and rms) say "computer" over the assistant, 12 dB above the echo's level.
+        func heard(_ stream: [Int16], _ starts: [Int], _ lengths: [Int]) -> Int {
+            RoomWake.heard(stream, detector: detector, phrase: "computer", starts: starts, lengths: lengths).filter { $0 }.count
+        }
+        // Held-out users (flite awb and rms) say "computer" over the assistant, 12 dB above the
+        // echo's level and at its level; the same clips with the speaker silent are the reference.
+        let echoDb = Endpointer.dbfs(rms: PCMBuffer(format: .voice, samples: rec.mic).rms)
+        var counts: [Double: (clips: Int, silent: Int, speaking: Int, webrtc: Int)] = [:]
+        for extra in [12.0, 0.0] {
+            // From 8 s on: the linear canceller has had 5 s of the assistant to converge (a node's
+            // canceller lives as long as its capture stream; only its very first reply is this fresh).
+            let (near, starts, lengths) = try RoomSpeech.wakeClips(trigger: "computer", samples: rec.mic.count, dbfs: echoDb + extra, firstAt: 128_000)
+            let silent = try rec.silent.cleanedPaths(near: near), speaking = try rec.cleanedPaths(near: near)
+            counts[extra] = (starts.count, heard(silent.detector, starts, lengths), heard(speaking.detector, starts, lengths), heard(speaking.uplink, starts, lengths))
+            let c = counts[extra]!
+            print("echo room: \"computer\" \(Int(extra)) dB above the echo, \(c.clips) clips: heard \(c.speaking) times over the assistant on the detectors' path, \(c.webrtc) on webrtc's, \(c.silent) with the speaker silent")
+        }
+        let loud = try #require(counts[12]), level = try #require(counts[0])
+        #expect(loud.silent >= loud.clips / 2, "the clips are heard with the speaker silent (\(loud.silent) of \(loud.clips))")
+        // Issue 14's goal, 80 % of the silent-speaker detections, at 12 dB above the echo (the
+        // bench: 0.70 on webrtc's path before, 10 min).
+        #expect(5 * loud.speaking >= 4 * loud.silent, "over the echo \(loud.speaking), silent \(loud.silent)")
+        // At the echo's own level webrtc's suppressor takes the user with the echo (the bench:
+        // 0.065); the linear path keeps at least half, and more than webrtc's on the same clips.
+        #expect(2 * level.speaking >= level.silent, "at the echo's level \(level.speaking), silent \(level.silent)")
+        #expect(level.speaking > level.webrtc, "detectors' path \(level.speaking), webrtc's \(level.webrtc)")
+    }
+
+    @Test func `a user talking over the assistant barges in within 300 ms, median`() async throws {
+        let rec = try await Cache.shared.recording()
         let echoDb = Endpointer.dbfs(rms: PCMBuffer(format: .voice, samples: rec.mic).rms)
         let (near, starts, lengths) = try RoomSpeech.wakeClips(trigger: "computer", samples: rec.mic.count, dbfs: echoDb + 12)
-        let silent = RoomWake.heard(try rec.silent.cleaned(near: near), detector: detector, phrase: "computer", starts: starts, lengths: lengths)
-        let speaking = RoomWake.heard(try rec.cleaned(near: near), detector: detector, phrase: "computer", starts: starts, lengths: lengths)
-        let s = silent.filter { $0 }.count, p = speaking.filter { $0 }.count
-        print("echo room: \"computer\" heard \(p) of \(starts.count) times over the assistant, \(s) with the speaker silent")
-        #expect(s >= starts.count / 2, "the clips are heard with the speaker silent (\(s) of \(starts.count))")
-        // Issue 14's goal is 80 % of the silent-speaker detections; measured here (README) it is
-        // not met. This holds the level reached: at least a third.
-        #expect(3 * p >= s, "over the echo \(p), silent \(s)")
+        let latencies = rec.bargeInLatencies(cleaned: try rec.cleaned(near: near), near: near, starts: starts, lengths: lengths)
+        let heard = latencies.compactMap { $0 }.sorted()
+        print("echo room: barge-in after \(heard) ms over \(latencies.count) commands begun while the speaker played")
+        #expect(latencies.count >= 2, "commands begun over the speaker: \(latencies.count)")
+        #expect(heard.count == latencies.count, "every one barged in: \(latencies)")
+        // The median, as the bench reports it (one slow start in a few, 380 ms in the 2 min run, is
+        // the user's first syllable under the bar, not the rule).
+        #expect(heard.isEmpty ? false : heard[heard.count / 2] <= 300, "median barge-in of \(heard) ms")
     }
 }
 }
