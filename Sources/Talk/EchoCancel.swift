@@ -138,6 +138,7 @@ struct CleanedFrame {
     var uplink: PCMBuffer
     /// The linear canceller alone, no suppression (LinearEchoCanceller): the wake and stop heads,
     /// which need the user's voice whole in double talk more than the last decibels of echo gone.
+    /// The uplink's frame again once the speaker has been silent for longer than an echo lasts.
     var detector: PCMBuffer
 }
 
@@ -145,6 +146,10 @@ struct CleanedFrame {
 final class CaptureCleaner {
     private let frontEnd: AudioFrontEnd
     private let linear = LinearEchoCanceller()
+    /// Reference samples since the speaker last played anything (starts as "long ago").
+    private var farQuietSamples = Int.max / 2
+    /// The linear filter's span (120 ms) and a margin: how long an echo can outlast the reference.
+    static let echoTailSamples = 3_200
     private let reference: EchoReference
     private var cursor = ReferenceCursor()
     private var clock = FrameClock()
@@ -195,7 +200,12 @@ final class CaptureCleaner {
         // webrtc's output says whether the user talks (its suppressor passes them, not the echo):
         // then the linear filter holds still instead of learning their voice.
         let talking = LinearEchoCanceller.nearVoice(microphone: frame.samples, suppressed: uplink.samples)
-        let detector = PCMBuffer(format: frame.format, samples: linear.process(near: frame.samples, far: far, nearTalking: talking))
+        let linearOut = linear.process(near: frame.samples, far: far, nearTalking: talking)
+        // With nothing played for longer than the filter's span there is no echo to take out, and
+        // the heads hear better through the noise suppressor (more wakes with the speaker silent):
+        // the detectors get the linear path only while an echo can be in the frame.
+        farQuietSamples = far.contains(where: { $0 != 0 }) ? 0 : farQuietSamples + far.count
+        let detector = farQuietSamples > Self.echoTailSamples ? uplink : PCMBuffer(format: frame.format, samples: linearOut)
         return CleanedFrame(uplink: uplink, detector: detector)
     }
 }
