@@ -271,9 +271,8 @@ public actor TalkController {
             let heard = cleaned.uplink
             // The machine decides on the uplink's frame; its wake and stop actions for this frame
             // run their heads on the linear path's copy of it (CleanedFrame.detector).
-            detectorFrame = cleaned.detector
-            await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)))
-            detectorFrame = nil
+            await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)),
+                       detectorFrame: cleaned.detector)
             if !stopFed, let sw = stopWord, sw.gap() {
                 log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
             }
@@ -316,8 +315,6 @@ public actor TalkController {
         return (out, both.detector)
     }
     private var cleanedFrames = 0
-    /// The linear canceller's copy of the frame the machine is deciding on (nil: no echo cancellation).
-    private var detectorFrame: PCMBuffer?
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
     /// is off or its model is missing, which `run()` said once).
@@ -376,18 +373,20 @@ public actor TalkController {
 
     /// Feeds one input to the machine and carries out its actions; a wake detection in a frame
     /// is fed back before the next item, so no frame slips between the detection and its capture.
-    private func step(_ first: TalkMachine.Input) async {
+    /// `detectorFrame`: the linear canceller's copy of a frame input (nil: no echo cancellation),
+    /// which that frame's `listen`/`listenForStop` actions hear instead of the uplink's frame.
+    private func step(_ first: TalkMachine.Input, detectorFrame: PCMBuffer? = nil) async {
         var pending = [first]
         while !pending.isEmpty {
             let input = pending.removeFirst()
             if case .wakeHeard = input { await sampleOperator() }
             for action in machine.handle(input, nowMs: nowMs) {
-                if let follow = await perform(action) { pending.append(follow) }
+                if let follow = await perform(action, detectorFrame: detectorFrame) { pending.append(follow) }
             }
         }
     }
 
-    private func perform(_ action: TalkMachine.Action) async -> TalkMachine.Input? {
+    private func perform(_ action: TalkMachine.Action, detectorFrame: PCMBuffer?) async -> TalkMachine.Input? {
         switch action {
         case .answer(let token, let answer):
             publish()  // first: the caller's next status read must show what its command did
