@@ -68,26 +68,48 @@ public final class EchoReference: Sendable {
 }
 
 /// Keeps the reference continuous: frame times jitter by milliseconds (the sound server hands
-/// audio over in bursts), and a reference read afresh at each frame's time would repeat or skip
-/// samples, which the canceller cannot follow. The reference advances by exactly one frame per
-/// frame; the frames' times only steer it, through a running mean of the difference, and a
-/// new clip or a jump of more than 100 ms (a new alignment) takes it at once.
+/// audio over in bursts, and its timing readings wander by a fragment, 5 ms, for up to a second
+/// at a time), and a reference read afresh at each frame's time would repeat or skip samples,
+/// which the cancellers cannot follow (a linear filter loses all it learnt on any move). So the
+/// reference advances by exactly one frame per frame, and the frames' times only steer it, by
+/// the median of their recent errors: more than 30 ms over the last five frames (the speaker
+/// really started later: an underrun, a first timing reading) or 10 ms over the last 25 moves it
+/// at once by that median, so that it lands on the frames' time and stays there; a new clip or
+/// a jump of more than 100 ms (a new alignment) takes it at once. Smaller errors are left to the
+/// cancellers, whose filters span them.
 struct ReferenceCursor {
     private var next: Int?
     private var clip = -1
-    private var drift = 0.0
+    private var errors: [Int] = []
+    static let shortWindow = 5, shortSteer = 480
+    static let longWindow = 25, longSteer = 160
+    static let jumpSamples = 1_600
+    /// How often the reference moved other than by one frame (a new clip excepted).
+    private(set) var moves = 0
 
     /// The end, in the clip, of the reference for a frame of `count` samples whose time puts its end at `target`.
     mutating func end(target: Int, clip c: Int, count: Int) -> Int {
-        if c != clip || next == nil || abs(target - next!) > 1_600 {
+        if c != clip || next == nil {
             next = target
             clip = c
-            drift = 0
+            errors = []
+        } else if abs(target - next!) > Self.jumpSamples {
+            next = target
+            errors = []
+            moves += 1
         } else {
-            drift = 0.9 * drift + 0.1 * Double(target - next!)
-            if abs(drift) > 80 {   // 5 ms off on average: move there
-                next! += Int(drift)
-                drift = 0
+            errors.append(target - next!)
+            if errors.count > Self.longWindow { errors.removeFirst() }
+            func median(_ last: Int) -> Int? {
+                guard errors.count >= last else { return nil }
+                return errors.suffix(last).sorted()[last / 2]
+            }
+            let move = median(Self.shortWindow).flatMap { abs($0) > Self.shortSteer ? $0 : nil }
+                ?? median(Self.longWindow).flatMap { abs($0) > Self.longSteer ? $0 : nil }
+            if let move {
+                next! += move
+                errors = []   // they measured the old alignment
+                moves += 1
             }
         }
         let e = next!

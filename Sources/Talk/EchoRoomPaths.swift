@@ -6,6 +6,7 @@
 import Audio
 import AudioFrontEnd
 import Foundation
+import WakeWord
 
 extension RoomRecording {
     /// Both of the capture's paths in one pass: webrtc's (the uplink, barge-in and voice detector)
@@ -85,5 +86,20 @@ extension RoomRecording {
             guard let d = decided.first(where: { $0 > first && $0 <= s + l }) else { return .some(nil) }
             return .some((d - first) / 16)
         }
+    }
+
+    /// The wake-over-echo count of EchoRoomTests and `clawvoice-bench --echo-check`: held-out users
+    /// (flite awb and rms) say `trigger` from `firstAt` on, `extraDb` above the echo's level; how
+    /// many clips the detector hears over the assistant on the detectors' path and on webrtc's,
+    /// and with the speaker silent (the reference, same clips).
+    public func wakeOverEcho(detector: WakeDetector, trigger: String, extraDb: Double, firstAt: Int)
+        throws -> (clips: Int, silent: Int, speaking: Int, webrtc: Int) {
+        let echoDb = Endpointer.dbfs(rms: PCMBuffer(format: .voice, samples: mic).rms)
+        let (near, starts, lengths) = try RoomSpeech.wakeClips(trigger: trigger, samples: mic.count, dbfs: echoDb + extraDb, firstAt: firstAt)
+        func heard(_ stream: [Int16]) -> Int {
+            RoomWake.heard(stream, detector: detector, phrase: trigger, starts: starts, lengths: lengths).filter { $0 }.count
+        }
+        let silentPaths = try silent.cleanedPaths(near: near), speaking = try cleanedPaths(near: near)
+        return (starts.count, heard(silentPaths.detector), heard(speaking.detector), heard(speaking.uplink))
     }
 }

@@ -4,6 +4,8 @@
 //   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only] [--echo-only] [--minutes N]
 //   swift run -c release clawvoice-bench --vad [--sentences N]        (VoiceFigures.swift)
 //   swift run -c release clawvoice-bench --endpoint [--sentences N]
+//   swift run -c release clawvoice-bench --echo-only [--minutes N] [--recording FILE]   (EchoFigure.swift)
+//   swift run -c release clawvoice-bench --echo-check FILE…                          (EchoCheck.swift)
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -70,6 +72,12 @@ if args.contains("--echo-only") {
     for f in try await echoFigures(minutes: echoMinutes, keptIn: echoRecording) {
         if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.2f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.2f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
     }
+    exit(0)
+}
+
+// `--echo-check FILE…`: EchoRoomTests' figures on recordings kept by `--echo-only --recording`.
+if let i = args.firstIndex(of: "--echo-check") {
+    try echoCheck(files: Array(args[(i + 1)...]))
     exit(0)
 }
 
