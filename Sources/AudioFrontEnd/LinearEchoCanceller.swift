@@ -60,7 +60,8 @@ public final class LinearEchoCanceller {
     /// --recording`): 0.8 cancels 4 dB more alone, but in double talk what the hint misses
     /// (pauses inside the user's words; most of a user at the echo's level, whom webrtc
     /// suppresses) teaches it the user, and "computer" was heard 9 of 27 times at 0 dB against
-    /// 17 with 0.3 and a 300 ms hold.
+    /// 17 with 0.3 and a 300 ms hold. A fresh filter learns the room at `initialStep` over its
+    /// first `initialBlocks` blocks (4 ms each) of far-end sound.
     public init(filterMs: Int = 120, step: Float = 0.3, holdMs: Int = 300, initialStep: Float = 0.8, initialBlocks: Int = 500) {
         self.initialStep = initialStep
         self.initialBlocks = initialBlocks
