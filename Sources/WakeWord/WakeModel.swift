@@ -23,6 +23,9 @@ public struct WakeModelManifest: Codable, Sendable, Equatable {
         public var hidden: [Int]
         public var activation: String
         public var output: String
+        /// Heads of the same shape whose logits are averaged (an ensemble; 1…8, absent means 1).
+        /// Member 0's tensors are `dense<i>.*`, member m's `member<m>.dense<i>.*`.
+        public var members: Int? = nil
     }
 
     /// Named like the front end's: name, shape and offset in float32 values (not bytes).
@@ -56,9 +59,12 @@ public struct WakeModel: Sendable {
     public var consecutiveSteps: Int { manifest.consecutiveSteps ?? 1 }
     public let frontEnd: FrontEndWeights
 
+    typealias Layer = (weight: [Float], bias: [Float], inputs: Int, outputs: Int)
     let window: Int
-    /// Dense layers, first to last: weight [out][in], bias [out].
-    let layers: [(weight: [Float], bias: [Float], inputs: Int, outputs: Int)]
+    /// Each member's dense layers, first to last: weight [out][in], bias [out].
+    let members: [[Layer]]
+    /// Member 0's layers (every member has the same shape).
+    var layers: [Layer] { members[0] }
 
     /// Reads `<dir>/<stem>.json`, the weights it names and the front end it names.
     public static func load(manifestPath path: String) throws(WakeWordError) -> WakeModel {
@@ -98,6 +104,8 @@ public struct WakeModel: Sendable {
         if let k = m.consecutiveSteps, !(1...8).contains(k) {
             throw .corrupt(path: path, reason: "consecutiveSteps \(k) is outside 1…8")
         }
+        let memberCount = n.members ?? 1
+        guard (1...8).contains(memberCount) else { throw .corrupt(path: path, reason: "members \(memberCount) is outside 1…8") }
         guard blob.count == m.weightsBytes, blob.count % 4 == 0 else {
             throw .corrupt(path: path, reason: "weights are \(blob.count) bytes, manifest says \(m.weightsBytes)")
         }
@@ -114,16 +122,21 @@ public struct WakeModel: Sendable {
             return Array(floats[t.offset..<t.offset + count])
         }
         let sizes = [n.windowEmbeddings * n.embeddingSize] + n.hidden + [1]
-        var layers: [(weight: [Float], bias: [Float], inputs: Int, outputs: Int)] = []
-        for i in 0..<(sizes.count - 1) {
-            layers.append((try tensor("dense\(i).weight", [sizes[i + 1], sizes[i]]), try tensor("dense\(i).bias", [sizes[i + 1]]),
-                           sizes[i], sizes[i + 1]))
+        var members: [[Layer]] = []
+        for member in 0..<memberCount {
+            let prefix = member == 0 ? "" : "member\(member)."
+            var layers: [Layer] = []
+            for i in 0..<(sizes.count - 1) {
+                layers.append((try tensor("\(prefix)dense\(i).weight", [sizes[i + 1], sizes[i]]),
+                               try tensor("\(prefix)dense\(i).bias", [sizes[i + 1]]), sizes[i], sizes[i + 1]))
+            }
+            members.append(layers)
         }
         manifest = m
         self.path = path
         self.frontEnd = frontEnd
         window = n.windowEmbeddings
-        self.layers = layers
+        self.members = members
     }
 }
 

@@ -66,6 +66,53 @@ import Testing
         }
     }
 
+    /// The tiny head as a two-member ensemble: member 1 has weights of its own.
+    static func tinyEnsemble(sha: String) -> (WakeModelManifest, Data) {
+        var (m, data) = tinyManifest(sha: sha)
+        let count = data.count / 4
+        m.tensors += m.tensors.map { .init(name: "member1." + $0.name, shape: $0.shape, offset: $0.offset + count) }
+        let second = (0..<count).map { Float(($0 * 5) % 11) * 0.01 - 0.03 }
+        data += second.withUnsafeBytes { Data($0) }
+        m.weightsBytes = data.count
+        m.network.members = 2
+        return (m, data)
+    }
+
+    @Test func `an ensemble's logit is the mean of its members' logits`() throws {
+        let fe = try Self.frontEnd()
+        let (m, data) = Self.tinyEnsemble(sha: fe.manifest.weightsSHA256)
+        let both = try WakeModel(manifest: m, weights: data, frontEnd: fe, path: "tiny.json")
+        #expect(both.members.count == 2)
+        // Each member alone, as a plain single head.
+        var first = m
+        first.network.members = nil
+        first.tensors = Array(m.tensors.prefix(6))
+        var second = first
+        second.tensors = m.tensors.suffix(6).map { .init(name: String($0.name.dropFirst("member1.".count)), shape: $0.shape, offset: $0.offset) }
+        let a = try WakeModel(manifest: first, weights: data, frontEnd: fe, path: "a.json")
+        let b = try WakeModel(manifest: second, weights: data, frontEnd: fe, path: "b.json")
+        let history = (0..<(EmbeddingFrontEnd.historyLength * 96)).map { Float(($0 * 37) % 101) * 0.02 - 1 }
+        let (la, lb, lab) = history.withUnsafeBufferPointer {
+            (WakeHead(model: a).logit(history: $0), WakeHead(model: b).logit(history: $0), WakeHead(model: both).logit(history: $0))
+        }
+        #expect(abs(la - lb) > 1e-3, "the members should differ")
+        #expect(abs(lab - (la + lb) / 2) < 1e-5)
+        // A manifest without `members` is a single head, as every earlier head is.
+        #expect(try WakeModel(manifest: first, weights: data, frontEnd: fe, path: "a.json").members.count == 1)
+        var bad = m; bad.network.members = 0
+        var missing = m; missing.tensors.removeLast()
+        var nine = m; nine.network.members = 9
+        for (what, manifest) in [("0 members", bad), ("9 members", nine), ("a member's tensor missing", missing)] {
+            do {
+                _ = try WakeModel(manifest: manifest, weights: data, frontEnd: fe, path: "x.json")
+                Issue.record("\(what) was accepted")
+            } catch {
+                #expect(!error.description.contains("\n"), "\(what)")
+                #expect(error.description.contains("x.json"), "\(what)")
+            }
+        }
+    }
+
     @Test func `a missing or unreadable file names the path`() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wake-model-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -429,13 +429,22 @@ def main():
         lines += ["Near-miss wakes: " + ", ".join(f"{p} on \"{txt}\"" for p, txt in summary["nearWakes"][:25]) + ".", ""]
     lines += ["Near-miss words (each alone or in a carrier sentence): " +
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
+    v3_path = os.path.join(args.out, "shipped-v3.json")
+    if os.path.exists(v3_path):
+        b = json.load(open(v3_path))
+        lines += ["## Before: the recipe-v3 heads (a760060) on the same set", "",
+                  "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
+                  "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
+                  "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
+                  "after that decision:", ""]
+        lines += results_table(b["summary"], b["thresholds"]) + [""]
     shipped_path = os.path.join(args.out, "shipped-v2.json")
     if os.path.exists(shipped_path):
         b = json.load(open(shipped_path))
-        lines += ["## Before: the heads shipped at 55469a3 on the same set", "",
+        lines += ["## Earlier: the heads shipped at 55469a3 on the same set", "",
                   "openclaw and claude from recipe v2, computer from recipe v1, all at rule v2's thresholds with 2 steps "
                   "in a row; trained for 6 (v2) and 12 (v1) epochs with input dropout 0.1 and no embedding noise. "
-                  "Recipe v3 (the shipped heads above) was chosen on leave-one-engine-out validation "
+                  "Recipe v3 was chosen on leave-one-engine-out validation "
                   "(models/README.md); these figures were measured after that decision:", ""]
         lines += results_table(b["summary"], b["thresholds"]) + [""]
     prev_path = os.path.join(args.out, "previous-recipe1.json")

@@ -73,15 +73,20 @@ def main():
         T = {t["name"]: flat[t["offset"]:t["offset"] + int(np.prod(t["shape"]))].reshape(t["shape"]) for t in man["tensors"]}
         w = man["network"]["windowEmbeddings"]
         hist = np.concatenate([np.repeat(zero[None], w - 1, axis=0), ref])
+        members = man["network"].get("members", 1)       # an ensemble: the mean of its members' logits
+        n_layers = len([t for t in T if t.startswith("dense") and t.endswith(".weight")])
         logits = []
         for k in range(len(ref)):
-            h = hist[k:k + w].reshape(-1).astype(np.float64)
-            n_layers = len([t for t in T if t.endswith(".weight")])
-            for i in range(n_layers):
-                h = T[f"dense{i}.weight"].astype(np.float64) @ h + T[f"dense{i}.bias"]
-                if i < n_layers - 1:
-                    h = np.maximum(h, 0)
-            logits.append(float(h[0]))
+            total = 0.0
+            for mi in range(members):
+                pre = "" if mi == 0 else f"member{mi}."
+                h = hist[k:k + w].reshape(-1).astype(np.float64)
+                for i in range(n_layers):
+                    h = T[f"{pre}dense{i}.weight"].astype(np.float64) @ h + T[f"{pre}dense{i}.bias"]
+                    if i < n_layers - 1:
+                        h = np.maximum(h, 0)
+                total += float(h[0])
+            logits.append(total / members)
         heads[stem] = logits
     with open(os.path.join(FIX, "heads-golden.json"), "w") as f:
         json.dump(heads, f)

@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -67,6 +67,25 @@ def render_pool(eng, n=1600, split="train", trigger=None):
     m = int(n * render.SHARE[eng.name])
     texts = render.sentence_texts(np.random.default_rng(5 if split == "train" else 6), src, m)
     return render.rendered(eng, f"pool-{split}", texts, m, 21 if split == "train" else 22)
+
+
+MINE_SHARE = {"espeak-ng": 1.0, "piper-joe": 0.1, "pico-en-US": 0.2, "pico-en-GB": 0.2}
+
+
+def render_mining_pool(eng, n=1600, trigger=None):
+    """Sentences for hard-negative mining that no training canvas holds: the training sentences
+    the training pool's texts never drew (a head scores the sentences it trained on low, so
+    they hide what it confuses). Never the validation sentences."""
+    tr, _ = split_sentences(trigger)
+    used = set()        # replay render_pool's draws (sentence_texts, seed 5; every engine's texts are a prefix of espeak-ng's)
+    rng = np.random.default_rng(5)
+    for _ in range(int(1600 * max(render.SHARE.values()))):
+        k = 1 if rng.random() < 0.6 else 2
+        used.update(int(j) for j in rng.integers(len(tr), size=k))
+    fresh = [x for i, x in enumerate(tr) if i not in used]
+    m = int(n * MINE_SHARE[eng.name])
+    texts = render.sentence_texts(np.random.default_rng(7), fresh, m)
+    return render.rendered(eng, "pool-mine", texts, m, 23)
 
 
 def near_words(trigger):
@@ -274,7 +293,7 @@ class Examples:
                 np.stack(self.Y) if self.Y else np.zeros((0, STEPS), np.int8), np.array(self.K, np.int8))
 
 
-KINDS = ["trigger", "near miss", "other trigger", "speech", "noise", "cut-short trigger", "human speech"]
+KINDS = ["trigger", "near miss", "other trigger", "speech", "noise", "cut-short trigger", "human speech", "mined speech"]
 
 
 def cached(path, build, wait_only=False):
@@ -362,6 +381,28 @@ def human_negatives(feat, rng, recs, noise, n):
         ex.add(feat, finish(rng, c * 10 ** (rng.uniform(-6, 6) / 20), noise), None, 6)
         progress("human speech", i, n, t0)
     return ex.arrays()
+
+
+def mining_stream(feat, rng, pool, noise, seconds, seg_s=30):
+    """Training sentences (the training pool, never the validation sentences) back to back, as
+    the validation stream is built, in 30 s segments, each through its own random speaker warp,
+    room and noise: the source of hard negatives (recipe v4's --mine-hours). (n, 375, 96)."""
+    out, t0 = [], time.time()
+    n = int(seconds // seg_s)
+    order = rng.permutation(len(pool))
+    i = 0
+    for j in range(n):
+        seg = []
+        while sum(map(len, seg)) < seg_s * 16000:
+            seg += [pool[order[i % len(order)]].astype(np.float64), np.zeros(int(rng.uniform(0.1, 1.0) * 16000))]
+            i += 1
+        y = finish(rng, np.concatenate(seg)[:seg_s * 16000], noise, snr=(3.0, 30.0))
+        out.append(feat(y)[:seg_s * 16000 // frontend.CHUNK])
+        if (j + 1) % 20 == 0 or j + 1 == n:
+            el = time.time() - t0
+            log(f"  mining stream: {j + 1}/{n} segments of {seg_s} s ({el:.0f} s, ~{el / (j + 1) * (n - j - 1):.0f} s left)")
+    E = np.stack(out)
+    return E, np.zeros(E.shape[:2], np.int8), np.zeros(len(E), np.int8)
 
 
 def validation_stream(feat, rng, pool, noise, seconds):
@@ -548,6 +589,17 @@ def main():
     ap.add_argument("--noise", type=float, default=1.0, help="Gaussian noise on the normalised inputs")
     ap.add_argument("--shift", type=float, default=1.0, help="one Gaussian offset per canvas on the normalised embeddings")
     ap.add_argument("--l2", type=float, default=1e-4, help="weight decay of the hidden layers")
+    ap.add_argument("--mine-hours", type=float, default=0, help="hours of training sentences to mine hard negatives from (0: none)")
+    ap.add_argument("--mine-threshold", type=float, default=0.2, help="windows scoring at least this are mined")
+    ap.add_argument("--mine-weight", type=int, default=2, help="each mined window is trained on this many times")
+    ap.add_argument("--mine-inset-weight", type=int, default=2, help="training negatives scoring over --mine-threshold "
+                    "are trained on this many times (1: once, as before)")
+    ap.add_argument("--mine-source", default="pool", choices=["pool", "fresh"], help="mine the training pool's sentences "
+                    "or fresh ones no canvas holds")
+    ap.add_argument("--mine-rounds", type=int, default=1, help="train, mine, retrain from scratch: this many times")
+    ap.add_argument("--members", type=int, default=3, help="heads in the ensemble (logits averaged; recipe v4: 3, v3: 1)")
+    ap.add_argument("--member", type=int, default=0, help="ensemble member: another initialisation, dropout and batch "
+                    "order on the same data and validation split (0: the single head's)")
     ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem><tag>.npz)")
     args = ap.parse_args()
 
@@ -663,6 +715,15 @@ def main():
         *validation_stream(feat, vrng, vpool, noise, args.val_minutes * 60 * sc * ns)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")
+    if args.mine_hours > 0:   # trigger-independent, shared by all trainings
+        if args.mine_source == "fresh":       # sentences no canvas holds (rendered once, cached)
+            mpool = [c for eng in engines for c in render_mining_pool(eng, trigger=trigger)]
+            mname = f"minestream-fresh{args.mine_hours:g}h{tag}{nt}"
+        else:                                 # the training pool's own sentences (what recipe v4's first try used)
+            mpool, mname = pool, f"minestream{args.mine_hours:g}h{tag}{nt}"
+        mE = cached(ck(mname), lambda: mining_stream(
+            Featurizer(fe, np.random.default_rng(405)), np.random.default_rng(404), mpool, noise, args.mine_hours * 3600 * sc * ns))[0]
+        log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of {args.mine_source} training-engine sentences (hard-negative source)")
 
     # --- normalisation and split -----------------------------------------------------------
     flat = E[:, ::4].reshape(-1, frontend.EMB_DIM).astype(np.float64)
@@ -689,7 +750,8 @@ def main():
     def inputs(idx):
         return (windows(E[idx], zero).astype(np.float32) - mean_w) / std_w
 
-    params = init_params(jax.random.PRNGKey(seed), HEAD_WINDOW * frontend.EMB_DIM, args.hidden)
+    member_seed = lambda m: seed + 7919 * m            # member 0: exactly the single head's draws
+    params = init_params(jax.random.PRNGKey(member_seed(args.member)), HEAD_WINDOW * frontend.EMB_DIM, args.hidden)
 
     def loss_fn(p, x, y, m):
         logits = forward(p, x)
@@ -725,9 +787,8 @@ def main():
         p = jax.tree_util.tree_map(lambda a, b, c: a - lr * (b / (1 - b1 ** t)) / (jnp.sqrt(c / (1 - b2 ** t)) + 1e-8), p, m1, v1)
         return p, m1, v1, loss
 
-    predict = jax.jit(lambda p, x: jax.nn.sigmoid(forward(p, x)))
-    m1 = jax.tree_util.tree_map(jnp.zeros_like, params)
-    v1 = jax.tree_util.tree_map(jnp.zeros_like, params)
+    # An ensemble (a list of heads) scores with the mean of its members' logits, as WakeHead does.
+    predict = jax.jit(lambda p, x: jax.nn.sigmoid(sum(forward(q, x) for q in p) / len(p) if isinstance(p, list) else forward(p, x)))
     vwin = ((windows(vE[None], zero)[0].astype(np.float32) - mean_w) / std_w)
     v_hours = v_seconds / 3600
 
@@ -744,10 +805,73 @@ def main():
                                      for k in range(1, len(KINDS)) if (kinds == k).any())
         return pos_max, neg_max, stream
 
-    spe = len(tr_idx) // args.batch
-    total = spe * args.epochs
-    t, t_train = 0, time.time()
-    dkey = jax.random.PRNGKey(seed + 5)
+    def train(params, tr_idx, label="", member=args.member):
+        ms = member_seed(member)
+        member_rng = rng if member == 0 else np.random.default_rng(ms + 2)
+        m1 = jax.tree_util.tree_map(jnp.zeros_like, params)
+        v1 = jax.tree_util.tree_map(jnp.zeros_like, params)
+        spe = len(tr_idx) // args.batch
+        total = spe * args.epochs
+        t, t_train = 0, time.time()
+        dkey = jax.random.PRNGKey(ms + 5)
+        n_epochs = min(args.stop_after or args.epochs, args.epochs)
+        for epoch in range(args.epochs):
+            order = member_rng.permutation(tr_idx)
+            losses = []
+            for i in range(spe):
+                sel = np.sort(order[i * args.batch:(i + 1) * args.batch])
+                t += 1
+                lr = 1e-3 * 0.5 * (1 + np.cos(np.pi * t / total)) + 2e-5
+                dkey, sub = jax.random.split(dkey)
+                params, m1, v1, loss = train_step(params, m1, v1, t, lr, inputs(sel), Y[sel], mask_all[sel], sub)
+                losses.append(float(loss))
+            pos_max, neg_max, ss = validate(params)
+            el = time.time() - t_train
+            log(f"{label}epoch {epoch + 1}/{n_epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
+                f"window FA@0.5 {np.mean(neg_max >= 0.5) * 100:.2f}%  stream wakes@0.5 {detections(ss, 0.5)}  "
+                f"({el:.0f} s, ETA {el / (epoch + 1) * (n_epochs - epoch - 1):.0f} s)")
+            log(f"    false accepts@0.5 by kind: {validate.by_kind}")
+            ve = Validation({"canvas": validate.canvas, "labels": Y[val_idx], "mask": mask_all[val_idx], "kinds": K[val_idx],
+                             "stream": ss, "stream_seconds": v_seconds})
+            te = choose_threshold(ve, args.rule, args.consecutive)
+            what = f"held-out {args.hold_out}" if args.hold_out else "validation"
+            log(f"    {what} after {label}epoch {epoch + 1}: recall {ve.recall(te, args.consecutive) * 100:.1f}% "
+                f"at rule {args.rule}'s threshold {te:.3f} (stream wakes {ve.stream_wakes(te, args.consecutive)})")
+            if args.stop_after and epoch + 1 >= args.stop_after:
+                log(f"stopping after epoch {epoch + 1} of the {args.epochs}-epoch schedule (--stop-after)")
+                break
+        return params
+
+    def mine(p):
+        """Hard negatives for the next round: windows of the mining stream where head p scores
+        at least --mine-threshold (one canvas per peak, peaks 1 s apart at least, the peak
+        18-37 steps in so the head sees its full history), and the training negatives whose
+        best score reaches it (trained on once more)."""
+        mrng = np.random.default_rng(seed + 41)
+        thr, canv = args.mine_threshold, []
+        for i in range(0, len(mE), 8):
+            sc_ = np.asarray(predict(p, (windows(mE[i:i + 8], zero).astype(np.float32) - mean_w) / std_w))
+            for j, row in enumerate(sc_):
+                row = row.copy()
+                row[:HEAD_WINDOW] = 0
+                for k in np.argsort(-row):
+                    if row[k] < thr:
+                        break
+                    if row[k] < 0:
+                        continue
+                    st = int(np.clip(k - mrng.integers(18, 38), 0, row.shape[0] - STEPS))
+                    canv.append(mE[i + j, st:st + STEPS])
+                    row[max(0, k - 12):k + 13] = -1
+        negs = tr_idx[~(Y[tr_idx] == 1).any(axis=1) & (K[tr_idx] != 7)]
+        best = np.concatenate([np.where(mask_all[negs[i:i + 512]] > 0, np.asarray(predict(p, inputs(negs[i:i + 512]))), 0).max(axis=1)
+                               for i in range(0, len(negs), 512)])
+        hard = negs[best >= thr]
+        log(f"mined: {len(canv)} windows of the {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h mining stream and "
+            f"{len(hard)} of {len(negs)} training negatives score >= {thr:g} ("
+            + ", ".join(f"{KINDS[q]} {int((K[hard] == q).sum())}" for q in np.unique(K[hard])) + ")")
+        return (np.stack(canv) if canv else np.zeros((0, STEPS, frontend.EMB_DIM), np.float16)), hard
+
+    mined_total = 0
     if args.rescore:
         man = json.load(open(os.path.join(args.models_dir, f"{stem}.json")))
         wts = np.fromfile(os.path.join(args.models_dir, man["weights"]), "<f4")
@@ -757,32 +881,28 @@ def main():
                   "w1": ten["dense1.weight"], "b1": ten["dense1.bias"], "w2": ten["dense2.weight"], "b2": ten["dense2.bias"]}
         args.epochs = 0
         log(f"rescoring the existing head models/{stem}.json (threshold {man['threshold']})")
-    n_epochs = min(args.stop_after or args.epochs, args.epochs)
-    for epoch in range(args.epochs):
-        order = rng.permutation(tr_idx)
-        losses = []
-        for i in range(spe):
-            sel = np.sort(order[i * args.batch:(i + 1) * args.batch])
-            t += 1
-            lr = 1e-3 * 0.5 * (1 + np.cos(np.pi * t / total)) + 2e-5
-            dkey, sub = jax.random.split(dkey)
-            params, m1, v1, loss = train_step(params, m1, v1, t, lr, inputs(sel), Y[sel], mask_all[sel], sub)
-            losses.append(float(loss))
-        pos_max, neg_max, ss = validate(params)
-        el = time.time() - t_train
-        log(f"epoch {epoch + 1}/{n_epochs}  loss {np.mean(losses):.4f}  val recall@0.5 {np.mean(pos_max >= 0.5) * 100:.1f}%  "
-            f"window FA@0.5 {np.mean(neg_max >= 0.5) * 100:.2f}%  stream wakes@0.5 {detections(ss, 0.5)}  "
-            f"({el:.0f} s, ETA {el / (epoch + 1) * (n_epochs - epoch - 1):.0f} s)")
-        log(f"    false accepts@0.5 by kind: {validate.by_kind}")
-        if args.hold_out:    # the rule's threshold and recall after each epoch: when does hearing a new voice peak?
-            ve = Validation({"canvas": validate.canvas, "labels": Y[val_idx], "mask": mask_all[val_idx], "kinds": K[val_idx],
-                             "stream": ss, "stream_seconds": v_seconds})
-            te = choose_threshold(ve, args.rule, args.consecutive)
-            log(f"    held-out {args.hold_out} after epoch {epoch + 1}: recall {ve.recall(te, args.consecutive) * 100:.1f}% "
-                f"at rule {args.rule}'s threshold {te:.3f}")
-        if args.stop_after and epoch + 1 >= args.stop_after:
-            log(f"stopping after epoch {epoch + 1} of the {args.epochs}-epoch schedule (--stop-after)")
-            break
+    else:
+        rounds = args.mine_rounds if args.mine_hours > 0 else 0
+        params = train(params, tr_idx, "round 1 " if rounds else "")
+        for rnd in range(rounds):
+            newE, hard = mine(params)
+            n0 = len(E)
+            E = np.concatenate([E, newE.astype(E.dtype)])
+            Y = np.concatenate([Y, np.zeros((len(newE), STEPS), Y.dtype)])
+            K = np.concatenate([K, np.full(len(newE), 7, K.dtype)])
+            mask_all = np.concatenate([mask_all, np.broadcast_to(step_ok, (len(newE), STEPS)).astype(np.float32)])
+            mined_total += len(newE)
+            w = args.mine_weight
+            wi = args.mine_inset_weight
+            tr_idx = np.concatenate([tr_idx, np.repeat(np.arange(n0, len(E)), w), np.repeat(hard, wi - 1)])
+            log(f"round {rnd + 2}: retraining from scratch on {len(tr_idx)} canvases ({len(newE)} mined windows x{w}, "
+                f"{len(hard)} hard training negatives x{wi})")
+            params = train(init_params(jax.random.PRNGKey(member_seed(args.member)), HEAD_WINDOW * frontend.EMB_DIM, args.hidden),
+                           tr_idx, f"round {rnd + 2} ")
+        if args.members > 1:   # more heads on the same data, other initialisations and draws; logits averaged
+            params = [params] + [train(init_params(jax.random.PRNGKey(member_seed(args.member + m)), HEAD_WINDOW * frontend.EMB_DIM,
+                                                   args.hidden), tr_idx, f"member {m + 1}/{args.members} ", member=args.member + m)
+                                 for m in range(1, args.members)]
 
     # --- threshold: validation of training engines only --------------------------------------
     pos_max, neg_max, ss = validate(params)
@@ -807,12 +927,15 @@ def main():
         f"false accepts {v.canvas_fa(chosen, k) * 100:.2f}% of other canvases, stream wakes {stream_fw} in {v_seconds / 60:.1f} min")
 
     # --- export (normalisation folded into the first layer) ----------------------------------
-    w0 = np.asarray(params["w0"], np.float64)
-    b0 = np.asarray(params["b0"], np.float64) - w0 @ (mean_w / std_w)
-    w0 = w0 / std_w[None, :]
-    tensors = [("dense0.weight", w0), ("dense0.bias", b0), ("dense1.weight", np.asarray(params["w1"])),
-               ("dense1.bias", np.asarray(params["b1"])), ("dense2.weight", np.asarray(params["w2"])),
-               ("dense2.bias", np.asarray(params["b2"]))]
+    tensors = []
+    for mi, pm in enumerate(params if isinstance(params, list) else [params]):
+        pre = "" if mi == 0 else f"member{mi}."
+        w0 = np.asarray(pm["w0"], np.float64)
+        b0 = np.asarray(pm["b0"], np.float64) - w0 @ (mean_w / std_w)
+        w0 = w0 / std_w[None, :]
+        tensors += [(pre + "dense0.weight", w0), (pre + "dense0.bias", b0), (pre + "dense1.weight", np.asarray(pm["w1"])),
+                    (pre + "dense1.bias", np.asarray(pm["b1"])), (pre + "dense2.weight", np.asarray(pm["w2"])),
+                    (pre + "dense2.bias", np.asarray(pm["b2"]))]
     blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
     entries, off = [], 0
     for name, a in tensors:
@@ -826,7 +949,7 @@ def main():
         "frontEnd": {"manifest": "frontend.json", "weightsSHA256": fe_sha},
         "network": {"type": "embedding-mlp", "windowEmbeddings": HEAD_WINDOW, "embeddingSize": frontend.EMB_DIM,
                     "hidden": [args.hidden, args.hidden], "activation": "relu", "output": "sigmoid",
-                    "stepMilliseconds": 80},
+                    "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
             "recipe": f"models/training/train_head.py v{RECIPE_VERSION}",
@@ -837,6 +960,8 @@ def main():
             "epochSchedule": args.epochs, "inputDropout": args.dropout, "inputNoise": args.noise,
             "canvasShift": args.shift, "weightDecay": args.l2,
             "seconds": round(time.time() - t_start),
+            "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
+                              "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
             "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "humanCanvases": int(args.human * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
