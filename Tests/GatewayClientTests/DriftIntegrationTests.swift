@@ -64,8 +64,9 @@ private func connectParams(_ attempt: LoopbackGateway.ConnectAttempt) -> (min: I
         }
         #expect(seen.all.count == 4)
         // Events with unknown top-level keys still flow: tick keeps the session alive, voicewake arrives.
+        // Two and a half tick intervals (the harness's 1 s): the link lives on the ticks alone.
         let connectedCount = h.statuses.count(.connected, role: "node")
-        try await Task.sleep(for: .milliseconds(800))
+        try await Task.sleep(for: .milliseconds(2_500))
         let stillUp = await node.isConnected
         #expect(stillUp && h.statuses.count(.connected, role: "node") == connectedCount,
                 "ticks with recipientProfileId keep the link up")

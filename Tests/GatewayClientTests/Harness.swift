@@ -90,7 +90,10 @@ struct Harness {
 func gateway(_ configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> LoopbackGateway {
     var c = LoopbackGateway.Configuration()
     c.auth = .token("shared-t")
-    c.tickIntervalMs = 300
+    // The client drops a link after two tick intervals of silence: at 300 ms a 600 ms stall of
+    // this 2-core machine under `make test`'s round 1 reconnected sessions mid-test (a 17 MiB
+    // frame took longer than that to arrive). Tests of the tick rule set their own interval.
+    c.tickIntervalMs = 1_000
     c.echoDeltaDelayMs = 5
     configure(&c)
     let g = LoopbackGateway(configuration: c)
