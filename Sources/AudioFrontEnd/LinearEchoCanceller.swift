@@ -25,7 +25,6 @@ public final class LinearEchoCanceller {
     public let partitions: Int
     let step: Float
     let holdBlocks: Int
-    let initialStep: Float, initialBlocks: Int
     private let fft = RadixTwoFFT(size: LinearEchoCanceller.fftSize)
 
     // Far-end spectra, newest first from `head`: partition p is block (now − p).
@@ -60,11 +59,8 @@ public final class LinearEchoCanceller {
     /// --recording`): 0.8 cancels 4 dB more alone, but in double talk what the hint misses
     /// (pauses inside the user's words; most of a user at the echo's level, whom webrtc
     /// suppresses) teaches it the user, and "computer" was heard 9 of 27 times at 0 dB against
-    /// 17 with 0.3 and a 300 ms hold. A fresh filter learns the room at `initialStep` over its
-    /// first `initialBlocks` blocks (4 ms each) of far-end sound.
-    public init(filterMs: Int = 120, step: Float = 0.3, holdMs: Int = 300, initialStep: Float = 0.8, initialBlocks: Int = 500) {
-        self.initialStep = initialStep
-        self.initialBlocks = initialBlocks
+    /// 17 with 0.3 and a 300 ms hold.
+    public init(filterMs: Int = 120, step: Float = 0.3, holdMs: Int = 300) {
         partitions = max(1, (filterMs * 16 + Self.blockSize - 1) / Self.blockSize)
         self.step = step
         holdBlocks = max(1, holdMs * 16 / Self.blockSize)
@@ -169,7 +165,7 @@ public final class LinearEchoCanceller {
         var sx: Float = 0
         for j in 0..<n { sx += farPrev[j] * farPrev[j] }
         if sx > Float(n) * 1e-5 && !holding { farBlocks += 1 }   // far end above −50 dBFS
-        let adapting = holding ? 0 : farBlocks < initialBlocks ? max(step, initialStep) : step
+        let adapting = holding ? 0 : farBlocks < 500 ? max(step, 0.8) : step
 
         // The background's update: E = FFT([0, e_b]); W_q += µ·conj(X_q)·E / Σ|X|².
         for j in 0..<n { wr[j] = 0; wr[n + j] = eb[j] }

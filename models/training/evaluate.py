@@ -429,32 +429,28 @@ def main():
         lines += ["Near-miss wakes: " + ", ".join(f"{p} on \"{txt}\"" for p, txt in summary["nearWakes"][:25]) + ".", ""]
     lines += ["Near-miss words (each alone or in a carrier sentence): " +
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
-    v3_path = os.path.join(args.out, "shipped-v3.json")
-    if os.path.exists(v3_path):
-        b = json.load(open(v3_path))
-        lines += ["## Before: the recipe-v3 heads (a760060) on the same set", "",
-                  "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
-                  "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
-                  "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
-                  "after that decision:", ""]
-        lines += results_table(b["summary"], b["thresholds"]) + [""]
-    shipped_path = os.path.join(args.out, "shipped-v2.json")
-    if os.path.exists(shipped_path):
-        b = json.load(open(shipped_path))
-        lines += ["## Earlier: the heads shipped at 55469a3 on the same set", "",
-                  "openclaw and claude from recipe v2, computer from recipe v1, all at rule v2's thresholds with 2 steps "
-                  "in a row; trained for 6 (v2) and 12 (v1) epochs with input dropout 0.1 and no embedding noise. "
-                  "Recipe v3 was chosen on leave-one-engine-out validation "
-                  "(models/README.md); these figures were measured after that decision:", ""]
-        lines += results_table(b["summary"], b["thresholds"]) + [""]
-    prev_path = os.path.join(args.out, "previous-recipe1.json")
-    if os.path.exists(prev_path):
-        b = json.load(open(prev_path))
-        lines += ["## Earlier: the recipe-v1 heads (main at 4aca506) on the same set", "",
-                  "The embedding heads shipped before recipe v2 (same front end; trained without the wide-speaker trigger "
-                  "canvases and the recorded human negatives; thresholds from the v1 rule, one step over the threshold), "
-                  "through the same Swift detector on the same audio:", ""]
-        lines += results_table(b["summary"], b["thresholds"]) + [""]
+    # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
+    earlier = [
+        ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
+         "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
+         "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
+         "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
+         "after that decision:"),
+        ("shipped-v2.json", "## Earlier: the heads shipped at 55469a3 on the same set",
+         "openclaw and claude from recipe v2, computer from recipe v1, all at rule v2's thresholds with 2 steps "
+         "in a row; trained for 6 (v2) and 12 (v1) epochs with input dropout 0.1 and no embedding noise. "
+         "Recipe v3 was chosen on leave-one-engine-out validation "
+         "(models/README.md); these figures were measured after that decision:"),
+        ("previous-recipe1.json", "## Earlier: the recipe-v1 heads (main at 4aca506) on the same set",
+         "The embedding heads shipped before recipe v2 (same front end; trained without the wide-speaker trigger "
+         "canvases and the recorded human negatives; thresholds from the v1 rule, one step over the threshold), "
+         "through the same Swift detector on the same audio:"),
+    ]
+    for f, heading, text in earlier:
+        path = os.path.join(args.out, f)
+        if os.path.exists(path):
+            b = json.load(open(path))
+            lines += [heading, "", text, ""] + results_table(b["summary"], b["thresholds"]) + [""]
     variants = [("v1heads-v2rule.json", "the recipe-v1 heads (all three) at rule v2's thresholds, 2 steps in a row: "
                  "the threshold rule alone (`val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2`)"),
                 ("v2heads-v2rule.json", "the recipe-v2 heads (all three, as `make wake-model` trains them) at rule v2: "
