@@ -583,6 +583,9 @@ def main():
                     help="no training: score the validation data with the existing models/<stem>.json head")
     ap.add_argument("--hold-out", default="", help="leave this engine (name prefix: espeak, piper, pico) out of the "
                     "trigger canvases and validate on it; no head is written")
+    ap.add_argument("--hold-out-negatives", action="store_true", help="with --hold-out: leave the engine out "
+                    "entirely (its near-miss, speech, cut-short and other-trigger canvases too, holdout.py) and validate on "
+                    "all of them and on its part of the stream (calibrate.py reads them)")
     ap.add_argument("--stop-after", type=int, default=3,
                     help="stop after this many epochs of the --epochs learning-rate schedule (0: run it all)")
     ap.add_argument("--dropout", type=float, default=0.3, help="input dropout")
@@ -659,6 +662,15 @@ def main():
     ns = args.negatives_scale
     nt = "" if ns == 1 else f"-n{ns:g}"
     parts.append(cached(ck(f"partial-{stem}"), lambda: partials(feat, r, all_clips, pool, noise, int(600 * sc))))
+    whole = args.hold_out and args.hold_out_negatives
+    if whole:                # leave the engine out entirely: the engine of every negative canvas too (holdout.py)
+        import holdout
+        if trigger.lower() not in DEFAULT_TRIGGERS or sc != 1 or ns != 1 or tag:
+            raise SystemExit("--hold-out-negatives: only for the default triggers at full scale")
+        pools_by_engine = [render_pool(eng, trigger=trigger) for eng in engines]
+        warps = Featurizer(fe, np.random.default_rng(0)).warps
+        eng_parts[len(parts) - 1] = holdout.partials_engines(ck(f"partial-{stem}"), fe, warps, clips, pools_by_engine, seed,
+                                                             int(args.positives * sc), int(600 * sc))
     if trigger.lower() not in DEFAULT_TRIGGERS:
         parts.append(cached(ck(f"near-{stem}{nt}"), lambda: negatives(feat, r, near, pool, noise,
                                                                   {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
@@ -673,6 +685,11 @@ def main():
         parts.append(cached(ck(f"negatives{part}{tag}{nt}"), lambda part=part: negatives(
             feat, np.random.default_rng(101 + part), near, pool, noise,
             {k: int(v * sc * ns) for k, v in dict(near=1000, speech=1350, noise=100).items()})))
+        if whole:
+            near_lists = [[render_trigger(eng, t)[1] for eng in engines]
+                          for t in [trigger] + [t for t in DEFAULT_TRIGGERS if t != trigger.lower()]]
+            eng_parts[len(parts) - 1] = holdout.negatives_engines(ck(f"negatives{part}"), fe, warps, pools_by_engine, near_lists,
+                                                                  101 + part, dict(near=1000, speech=1350, noise=100))
     # The other default triggers are negatives: their trigger canvases (another training's, or
     # made here) with the labels cleared.
     for t in DEFAULT_TRIGGERS:
@@ -685,6 +702,12 @@ def main():
                                                                                oc, pool, noise, int(500 * sc), kind=2))
         pick = np.random.default_rng(zlib.crc32(t.encode()) + 1).permutation(len(theirs[0]))[:int(800 * sc)]
         parts.append((theirs[0][pick], np.zeros_like(theirs[1][pick]), np.full(len(pick), 2, np.int8)))
+        if whole:            # their engines, as their own leave-one-engine-out runs found them
+            their_clips = {eng.name: render_trigger(eng, t)[0] for eng in engines}
+            their_seed = args.seed + zlib.crc32(file_stem(t).encode()) % 100000
+            eng_parts[len(parts) - 1] = canvas_engines(ck(f"trigger-{file_stem(t)}-p{args.positives}"), their_clips,
+                                                       np.random.default_rng(their_seed), pool, noise, int(args.positives * sc),
+                                                       wide=False)[pick]
     n_orig = sum(len(p[0]) for p in parts)          # the validation canvases are drawn from these only
     if args.wide > 0:
         feat_wide = Featurizer(fe, np.random.default_rng(seed + 19), span=(0.84, 1.18), n=13, p=0.85)
@@ -715,6 +738,14 @@ def main():
         *validation_stream(feat, vrng, vpool, noise, args.val_minutes * 60 * sc * ns)))[:2]
     vE, v_seconds = vE[0], float(v_seconds[0, 0])
     log(f"validation stream: {v_seconds / 60:.1f} min of training-engine speech never trained on")
+    stream_engine = None
+    if whole:
+        vpools_by_engine = [render_pool(eng, 400, "val", trigger=trigger) for eng in engines]
+        seeds = [args.seed + zlib.crc32(file_stem(t).encode()) % 100000 + 1 for t in DEFAULT_TRIGGERS]
+        seeds.sort(key=lambda s_: s_ != seed + 1)
+        stream_engine = holdout.stream_engines(ck(vname), fe, pools_by_engine, vpools_by_engine, seeds, args.val_minutes * 60)
+        log("validation stream by engine: " + ", ".join(f"{e} {np.mean(stream_engine == i) * v_seconds / 60:.1f} min"
+                                                       for i, e in enumerate(eng_names)))
     if args.mine_hours > 0:   # trigger-independent, shared by all trainings
         if args.mine_source == "fresh":       # sentences no canvas holds (rendered once, cached)
             mpool = [c for eng in engines for c in render_mining_pool(eng, trigger=trigger)]
@@ -740,6 +771,10 @@ def main():
         held = np.isin(engine_of, held_ids)
         has_pos = (Y == 1).any(axis=1)
         val_idx = np.concatenate([val_idx[~has_pos[val_idx]], np.flatnonzero(held[:n_orig] & has_pos[:n_orig])])
+        if whole:            # and every one of its negative canvases (none is trained on)
+            extra_neg = np.setdiff1d(np.flatnonzero(held[:n_orig] & ~has_pos[:n_orig]), val_idx)
+            val_idx = np.concatenate([val_idx, extra_neg])
+            log(f"leave-one-engine-out entirely: {int((held & ~has_pos).sum())} of its negative canvases held out too")
         tr_idx = tr_idx[~held[tr_idx]]
         log(f"leave-one-engine-out: {', '.join(eng_names[i] for i in held_ids)} held out; training on "
             f"{int(has_pos[tr_idx].sum())} trigger canvases, validating on {int(held[:n_orig].sum())} of the held-out engine")
@@ -908,7 +943,8 @@ def main():
     pos_max, neg_max, ss = validate(params)
     vpath = os.path.join(args.cache_dir, f"valscores-{stem}{'-' + args.tag if args.tag else ''}.npz")
     np.savez(vpath, canvas=validate.canvas, labels=Y[val_idx], mask=mask_all[val_idx], kinds=K[val_idx],
-             stream=ss, stream_seconds=v_seconds)
+             stream=ss, stream_seconds=v_seconds,
+             **(dict(engines=engine_of[val_idx], stream_engines=stream_engine, held_out=np.array(held_ids)) if whole else {}))
     log(f"validation scores in {vpath}")
     if args.rescore or args.hold_out:
         if args.hold_out:
