@@ -55,13 +55,15 @@ def canvas_over(S, ok, t, k=K):
     return (th.confirmed(S, t, k) & ok).any(axis=1)
 
 
-def threshold(S, ok, kinds, stream, sel, k=K):
-    """Rule v2's limits on the canvases (S, ok, kinds) and the stream steps where sel is true."""
+def threshold(S, ok, kinds, stream, sel, k=K, parts="stream speech near"):
+    """Rule v2's limits on the canvases (S, ok, kinds) and the stream steps where sel is true
+    (parts: which of the three limits apply; all of them for the rule)."""
     hours = sel.sum() * th.STEP_S / 3600
-    speech, near = np.isin(kinds, [3, 4]), np.isin(kinds, [1, 2, 5])
+    speech = np.isin(kinds, [3, 4]) & ("speech" in parts)
+    near = np.isin(kinds, [1, 2, 5]) & ("near" in parts)
     for t in th.THRESHOLD_GRID:
         w = wake_steps(stream, t, k)
-        if sel[w].sum() / hours > LIMITS["stream"]:
+        if "stream" in parts and sel[w].sum() / hours > LIMITS["stream"]:
             continue
         over = canvas_over(S, ok, t, k)
         if speech.any() and over[speech].mean() > LIMITS["speech"]:
@@ -80,6 +82,8 @@ def fold(path):
     held = np.isin(eng, z["held_out"])
     s_held = np.isin(z["stream_engines"], z["held_out"])
     t_unseen = threshold(v.neg[held], v.neg_ok[held], v.kinds[held], v.stream, s_held)
+    by_part = {q: threshold(v.neg[held], v.neg_ok[held], v.kinds[held], v.stream, s_held, parts=q)
+               for q in ("stream", "speech", "near")}
     seen_steps = np.flatnonzero(~s_held)
     n_blocks = max(1, int(round(len(seen_steps) / s_held.sum())))
     ts = []
@@ -90,7 +94,7 @@ def fold(path):
     t_seen = float(np.median(ts))
     over_h = canvas_over(v.neg[held], v.neg_ok[held], t_seen)
     kinds_h = v.kinds[held]
-    return dict(t_unseen=t_unseen, t_seen=t_seen, blocks=ts, offset=logit(t_unseen) - logit(t_seen),
+    return dict(t_unseen=t_unseen, t_seen=t_seen, by_part=by_part, blocks=ts, offset=logit(t_unseen) - logit(t_seen),
                 recall_seen=v.recall(t_seen, K), recall_unseen=v.recall(t_unseen, K), n_pos=len(v.pos),
                 held_minutes=s_held.sum() * th.STEP_S / 60,
                 held_wakes_at_seen=int(s_held[wake_steps(v.stream, t_seen)].sum()),
@@ -107,7 +111,7 @@ def main():
     ap.add_argument("--apply", action="store_true", help="write the calibrated threshold into models/<stem>.json")
     ap.add_argument("--models-dir", default=os.path.join(HERE, ".."))
     args = ap.parse_args()
-    print("| head | fold | held-out stream (min) | t_seen (blocks) | t_unseen | offset (logit) | held-out recall at t_seen / t_unseen "
+    print("| head | fold | held-out stream (min) | t_seen (blocks) | t_unseen (stream/speech/near limits alone) | offset (logit) | held-out recall at t_seen / t_unseen "
           "| held-out stream wakes at t_seen | held-out canvases over at t_seen |")
     print("|---|---|---|---|---|---|---|---|---|")
     for stem in args.stems:
@@ -124,7 +128,7 @@ def main():
                 offs.append(None if max(r["t_unseen"], r["t_seen"]) >= 0.999 else r["offset"])
             fa = ", ".join(f"{k} {v * 100:.1f} % of {r['n_held'][k]}" for k, v in r["held_fa_at_seen"].items())
             print(f"| {stem} | {f}{'' if f in FOLDS else ' (not used)'} | {r['held_minutes']:.1f} | {r['t_seen']:.2f} "
-                  f"({'/'.join(f'{b:.2f}' for b in r['blocks'])}) | {r['t_unseen']:.2f} | {r['offset']:+.2f} | "
+                  f"({'/'.join(f'{b:.2f}' for b in r['blocks'])}) | {r['t_unseen']:.2f} ({'/'.join(f'{x:.2f}' for x in r['by_part'].values())}) | {r['offset']:+.2f} | "
                   f"{r['recall_seen'] * 100:.1f} / {r['recall_unseen'] * 100:.1f} % of {r['n_pos']} | {r['held_wakes_at_seen']} | {fa} |")
         v = th.Validation(dict(np.load(os.path.join(args.cache_dir, f"valscores-{stem}-{args.full_tag}.npz"))))
         t_v2 = th.choose_threshold(v, "v2", K)

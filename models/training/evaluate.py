@@ -431,6 +431,10 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
+        ("shipped-v4-rule-v2.json", "## Before: the recipe-v4 heads at rule v2's thresholds (main at 80d7742) on the same set",
+         "The same heads as above, at the thresholds rule v2 gave them (2 steps in a row). Rule v3 (models/training/"
+         "RULE-V3.md, calibrate.py) was fixed and applied on training-engine validation before the figures above "
+         "were measured:"),
         ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
          "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
