@@ -152,8 +152,8 @@ def music_noise(rng, n):
     return out / (np.std(out) + 1e-12)
 
 
-def train_rir(rng):
-    rt60 = rng.uniform(0.15, 0.7)
+def train_rir(rng, rt60_range=(0.15, 0.7)):
+    rt60 = rng.uniform(*rt60_range)
     n = int(rt60 * SR)
     t = np.arange(n) / SR
     h = rng.standard_normal(n) * np.exp(-6.9 * t / rt60) * rng.uniform(0.1, 0.5)

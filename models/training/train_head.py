@@ -171,11 +171,11 @@ class Noise:
         return x
 
 
-def finish(rng, x, noise, snr=(0.0, 30.0), clean=0.12):
+def finish(rng, x, noise, snr=(0.0, 30.0), clean=0.12, room=0.5, rt60=(0.15, 0.7)):
     if rng.random() < 0.6:
         x = random_eq(rng, x)
-    if rng.random() < 0.5:
-        x = augment.reverberate(x, augment.train_rir(rng))
+    if rng.random() < room:
+        x = augment.reverberate(x, augment.train_rir(rng, rt60))
     if rng.random() > clean:
         x = augment.mix_noise(x, noise(rng, len(x)), rng.uniform(*snr))
     else:
@@ -328,13 +328,18 @@ def progress(what, i, n, t0):
         log(f"  {what}: {i + 1}/{n} canvases ({el:.0f} s, ~{el / (i + 1) * (n - i - 1):.0f} s left)")
 
 
-def positives(feat, rng, clips, pool, noise, n, kind=0, wide=False):
+# --hard: trigger canvases in low SNR and larger rooms (recipe v5 candidate; training's own room generator)
+HARD = dict(snr=(0.0, 12.0), clean=0.0, room=0.8, rt60=(0.3, 1.0))
+
+
+def positives(feat, rng, clips, pool, noise, n, kind=0, wide=False, cond=None):
     ex, t0 = Examples(), time.time()
+    cond = cond or dict(snr=(0.0, 30.0))
     for i in range(n):
         c, end = place(rng, clips[rng.integers(len(clips))], CANVAS_SAMPLES, rng.uniform(1.1, 3.1), pool, wide)
         if rng.random() < 0.1:                          # the trigger at the very start of a stream
             c, end = place(rng, clips[rng.integers(len(clips))], CANVAS_SAMPLES, rng.uniform(0.55, 1.3), pool, wide)
-        ex.add(feat, finish(rng, c, noise, snr=(0.0, 30.0)), end if kind == 0 else None, kind)
+        ex.add(feat, finish(rng, c, noise, **cond), end if kind == 0 else None, kind)
         progress(KINDS[kind], i, n, t0)
     return ex.arrays()
 
@@ -432,7 +437,7 @@ class _Recording(list):
         return list.__getitem__(self, i)
 
 
-def canvas_engines(path, clips_by_engine, rng, pool, noise, n, wide):
+def canvas_engines(path, clips_by_engine, rng, pool, noise, n, wide, cond=None):
     """The engine of each trigger canvas in a cached positives() part, found by replaying the
     part's random draws without the front end (the featurizer has its own generator, so the
     draws are the same); cached beside the part. The replayed labels must equal the cached ones."""
@@ -449,7 +454,7 @@ def canvas_engines(path, clips_by_engine, rng, pool, noise, n, wide):
         return np.zeros((STEPS, frontend.EMB_DIM), np.float16)
 
     t0 = time.time()
-    _, Y, _ = positives(stub, rng, rec, pool, noise, n, wide=wide)
+    _, Y, _ = positives(stub, rng, rec, pool, noise, n, wide=wide, cond=cond)
     with np.load(path) as z:
         if not np.array_equal(Y, z["Y"]):
             raise SystemExit(f"canvas_engines: replaying {os.path.basename(path)} gave other labels; cannot tell engines")
@@ -575,6 +580,8 @@ def main():
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
     ap.add_argument("--wide", type=int, default=3000,
                     help="extra trigger canvases with wider speaker changes (speed 0.82-1.22, VTLP 0.84-1.18)")
+    ap.add_argument("--hard", type=int, default=0, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
+                    "RT60 0.3-1.0 s (a recipe-v5 candidate; 0: none, as recipe v4)")
     ap.add_argument("--human", type=int, default=400, help="canvases of recorded human speech (negatives)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
@@ -716,6 +723,13 @@ def main():
         if args.hold_out:
             eng_parts[len(parts) - 1] = canvas_engines(ck(f"wide-{stem}-p{args.wide}"), clips, np.random.default_rng(seed + 17),
                                                        pool, noise, int(args.wide * sc), wide=True)
+    if args.hard > 0:
+        feat_hard = Featurizer(fe, np.random.default_rng(seed + 29))
+        parts.append(cached(ck(f"hard-{stem}-p{args.hard}"), lambda: positives(
+            feat_hard, np.random.default_rng(seed + 27), all_clips, pool, noise, int(args.hard * sc), cond=HARD)))
+        if args.hold_out:
+            eng_parts[len(parts) - 1] = canvas_engines(ck(f"hard-{stem}-p{args.hard}"), clips, np.random.default_rng(seed + 27),
+                                                       pool, noise, int(args.hard * sc), wide=False, cond=HARD)
     if args.human > 0:
         recs = human.recordings(args.cache_dir, log)
         if recs:
@@ -998,7 +1012,7 @@ def main():
             "seconds": round(time.time() - t_start),
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
-            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "humanCanvases": int(args.human * sc),
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
         },
