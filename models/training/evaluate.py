@@ -431,11 +431,15 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
-        ("shipped-v4-rule-v2.json", "## Before: the recipe-v4 heads at rule v2's thresholds (main at 80d7742) on the same set",
-         "The same heads as above, at the thresholds rule v2 gave them (2 steps in a row). Rule v3 (models/training/"
-         "RULE-V3.md, calibrate.py) was fixed and applied on training-engine validation before the figures above "
+        ("shipped-v4-rule-v3.json", "## Before: the recipe-v4 heads at rule v3's thresholds (9b76e0a) on the same set",
+         "Recipe v4's ensembles at the thresholds rule v3 gave them (calibrate.py on the triggers-and-negatives "
+         "leave-one-engine-out folds, 2 steps in a row). Recipe v5 (`--hard 1500`) was chosen on those folds by the rule "
+         "in models/training/RULE-V3.md, written before its first fold ran; the figures above were measured after that:"),
+        ("shipped-v4-rule-v2.json", "## Earlier: the recipe-v4 heads at rule v2's thresholds (main at 80d7742) on the same set",
+         "The same ensembles at the thresholds rule v2 gave them (2 steps in a row). Rule v3 (models/training/"
+         "RULE-V3.md, calibrate.py) was fixed and applied on training-engine validation before the rule-v3 figures "
          "were measured:"),
-        ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
+        ("shipped-v3.json", "## Earlier: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
          "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
          "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "

@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 4
+RECIPE_VERSION = 5
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -328,7 +328,7 @@ def progress(what, i, n, t0):
         log(f"  {what}: {i + 1}/{n} canvases ({el:.0f} s, ~{el / (i + 1) * (n - i - 1):.0f} s left)")
 
 
-# --hard: trigger canvases in low SNR and larger rooms (recipe v5 candidate; training's own room generator)
+# --hard: trigger canvases in low SNR and larger rooms (recipe v5; training's own room generator)
 HARD = dict(snr=(0.0, 12.0), clean=0.0, room=0.8, rt60=(0.3, 1.0))
 
 
@@ -580,8 +580,8 @@ def main():
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
     ap.add_argument("--wide", type=int, default=3000,
                     help="extra trigger canvases with wider speaker changes (speed 0.82-1.22, VTLP 0.84-1.18)")
-    ap.add_argument("--hard", type=int, default=0, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
-                    "RT60 0.3-1.0 s (a recipe-v5 candidate; 0: none, as recipe v4)")
+    ap.add_argument("--hard", type=int, default=1500, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
+                    "RT60 0.3-1.0 s (recipe v5: 1500; 0: none, as recipe v4)")
     ap.add_argument("--human", type=int, default=400, help="canvases of recorded human speech (negatives)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
