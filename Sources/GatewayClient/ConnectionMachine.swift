@@ -48,6 +48,11 @@ public struct ConnectionTiming: Sendable, Equatable {
     public var deferPollMs: Int64 = 1_000
     public var backoffBaseMs: Int64 = 500
     public var backoffMaxMs: Int64 = 30_000
+    /// How often the session feeds `.poll`. A gap between polls longer than `stallMs` means this
+    /// process did not run (an overloaded Pi, swapping, a suspended laptop): that time is not
+    /// counted against the gateway, whose frames may be waiting unread in the socket.
+    public var pollIntervalMs: Int64 = 100
+    public var stallMs: Int64 = 1_000
     public init() {}
 }
 
@@ -76,7 +81,7 @@ public enum ConnectionEvent: Sendable, Equatable {
     case socketFailed(message: String, permanent: Bool)
     /// This attempt cannot start yet (the operator role waits for the node's token handoff).
     case deferred(reason: String)
-    /// Time passed; deadlines are checked.
+    /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs`.
     case poll
 }
 
@@ -90,6 +95,8 @@ public enum ConnectionAction: Sendable, Equatable {
     case pairingRequired(PairingRequest)
     case retry(afterMs: Int64, reason: String)
     case paused(ConnectionProblem)
+    /// Polls stopped for this long: the process did not run, and the deadlines moved by as much.
+    case clientStalled(ms: Int64)
 }
 
 /// A connect rejected because the gateway cannot serve the offered protocol range, in any of the
@@ -132,6 +139,8 @@ public struct ConnectionMachine: Sendable {
     private var backoff: ReconnectBackoff
     private var attemptStartMs: Int64 = 0
     private var lastInboundMs: Int64 = 0
+    /// When the machine last handled any event: proof this process was running then.
+    private var lastEventMs: Int64?
     private var pairingSinceMs: Int64?
     private var restartHintMs: Int64?
     private var sawShutdown = false
@@ -146,6 +155,12 @@ public struct ConnectionMachine: Sendable {
 
     /// Feeds one event. `nowMs` is a monotonic clock; `random` is in 0..<1 for jitter.
     public mutating func handle(_ event: ConnectionEvent, nowMs: Int64, random: Double = 0.5) -> [ConnectionAction] {
+        defer { lastEventMs = nowMs }
+        if case .poll = event {
+            let stalled = skipStall(nowMs)
+            let actions = handlePoll(nowMs: nowMs, random: random)
+            return stalled.map { [.clientStalled(ms: $0)] + actions } ?? actions
+        }
         switch (event, phase) {
         case (.stop, _):
             let wasLive = phase == .opening || phase == .handshaking || phase == .connected
@@ -235,19 +250,39 @@ public struct ConnectionMachine: Sendable {
         case (.deferred, _):
             return []
 
-        case (.poll, .opening):
+        case (.poll, _):
+            return []  // handled above
+
+        }
+    }
+
+    /// A poll long after the previous event: the process was not running. The silence and the
+    /// attempt's deadlines move by the time lost, so frames still unread after a stall are not
+    /// taken for a dead gateway. Returns the stall's length when there was one.
+    private mutating func skipStall(_ nowMs: Int64) -> Int64? {
+        let live = phase == .opening || phase == .handshaking || phase == .connected
+        guard live, let last = lastEventMs, nowMs - last > timing.stallMs else { return nil }
+        let lost = nowMs - last - timing.pollIntervalMs
+        lastInboundMs = min(lastInboundMs + lost, nowMs)
+        attemptStartMs = min(attemptStartMs + lost, nowMs)
+        return nowMs - last
+    }
+
+    private mutating func handlePoll(nowMs: Int64, random: Double) -> [ConnectionAction] {
+        switch phase {
+        case .opening:
             if nowMs - attemptStartMs >= timing.challengeTimeoutMs {
                 let why = "no connect.challenge within \(timing.challengeTimeoutMs / 1000) s"
                 return [.closeSocket(code: 1000, reason: "challenge timeout")] + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
             }
             return []
-        case (.poll, .handshaking):
+        case .handshaking:
             if nowMs - attemptStartMs >= timing.handshakeTimeoutMs {
                 let why = "no hello-ok within \(timing.handshakeTimeoutMs / 1000) s"
                 return [.closeSocket(code: 1000, reason: "handshake timeout")] + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
             }
             return []
-        case (.poll, .connected):
+        case .connected:
             if nowMs - lastInboundMs > 2 * tickIntervalMs {
                 protocolFallback = false
                 let why = "no frame from the gateway for \(formatSeconds(nowMs - lastInboundMs)) (tick every \(formatSeconds(tickIntervalMs)))"
@@ -255,9 +290,9 @@ public struct ConnectionMachine: Sendable {
                     + retryWithBackoff(nowMs: nowMs, random: random, reason: why)
             }
             return []
-        case (.poll, .waiting(let until, _)):
+        case .waiting(let until, _):
             return nowMs >= until ? open(nowMs) : []
-        case (.poll, _):
+        case .idle, .paused, .stopped:
             return []
         }
     }

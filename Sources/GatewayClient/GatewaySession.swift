@@ -70,9 +70,9 @@ public actor GatewaySession {
         guard pollTask == nil else { return }
         setStatus(.connecting, "connecting to \(endpoint.url)")
         perform(machine.handle(.start, nowMs: nowMs))
-        pollTask = Task { [weak self] in
+        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
+                try? await Task.sleep(for: .milliseconds(interval))
                 await self?.poll()
             }
         }
@@ -201,6 +201,10 @@ public actor GatewaySession {
                     log.log(.info, component, "\(reason); retrying in \(formatSeconds(ms))")
                     setStatus(.waiting, "\(reason); retrying in \(formatSeconds(ms))")
                 }
+            case .clientStalled(let ms):
+                // Frames may be waiting unread; the machine has not counted this time against the gateway.
+                log.log(ms >= 5_000 ? .warning : .info, component,
+                        "this process did not run for \(formatSeconds(ms)) (machine overloaded or suspended?); the gateway's silence in that time is not held against it")
             case .paused(let problem):
                 log.log(.error, component, problem.description)
                 var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .paused, detail: problem.summary)

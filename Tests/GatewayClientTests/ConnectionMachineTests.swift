@@ -64,6 +64,16 @@ private struct Driver {
         return machine.handle(event, nowMs: now, random: random)
     }
 
+    /// Polls every `pollIntervalMs`, as the session does, the last one exactly at `ms`; returns every action.
+    @discardableResult
+    mutating func poll(through ms: Int64, random: Double = 0) -> [ConnectionAction] {
+        var actions: [ConnectionAction] = []
+        while now < ms {
+            actions += send(.poll, at: min(now + machine.timing.pollIntervalMs, ms), random: random)
+        }
+        return actions
+    }
+
     /// start (or poll out of a wait) → challenge: the machine is handshaking.
     mutating func toHandshaking(at ms: Int64? = nil) {
         if let ms { now = ms }
@@ -146,7 +156,7 @@ private struct Driver {
     @Test func `no challenge within 6 s closes the socket and retries`() {
         var d = Driver()
         d.send(.start, at: 10_000)
-        #expect(d.send(.poll, at: 15_999) == [])
+        #expect(d.poll(through: 15_999) == [])
         #expect(d.phase == .opening)
         let actions = d.send(.poll, at: 16_000)
         #expect(actions.first == .closeSocket(code: 1000, reason: "challenge timeout"))
@@ -161,8 +171,8 @@ private struct Driver {
         var d = Driver()
         d.send(.start, at: 0)
         d.send(.challenge(challenge), at: 5_000)
-        #expect(d.send(.poll, at: 6_000) == [], "the challenge deadline no longer applies")
-        #expect(d.send(.poll, at: 29_999) == [])
+        #expect(d.poll(through: 6_000) == [], "the challenge deadline no longer applies")
+        #expect(d.poll(through: 29_999) == [])
         let actions = d.send(.poll, at: 30_000)
         #expect(actions.first == .closeSocket(code: 1000, reason: "handshake timeout"))
         #expect(retryDelay(actions) == 500)
@@ -201,21 +211,60 @@ private struct Driver {
         #expect(d.send(.inbound, at: 11_500) == [])
         #expect(d.send(.poll, at: 12_001) == [])
         #expect(d.send(.inbound, at: 13_000) == [])
-        #expect(d.send(.poll, at: 15_000) == [])
+        #expect(d.poll(through: 15_000) == [])
         #expect(d.phase == .connected)
         #expect(d.send(.poll, at: 15_001).first == .closeSocket(code: 4000, reason: "tick timeout"))
     }
 
+    @Test func `time the process did not run is not counted as the gateway's silence`() {
+        var d = Driver()
+        d.toConnected(at: 10_000, tickIntervalMs: 1_000)
+        #expect(d.poll(through: 11_500) == [])
+        // Nothing ran for 3 s; the gateway's ticks wait unread in the socket.
+        #expect(d.send(.poll, at: 14_500) == [.clientStalled(ms: 3_000)], "the stall is reported, the link kept")
+        #expect(d.phase == .connected)
+        #expect(d.send(.inbound, at: 14_510) == [])
+        #expect(d.poll(through: 16_510) == [], "the tick that waited counts from when it was read")
+        #expect(d.send(.poll, at: 16_511).first == .closeSocket(code: 4000, reason: "tick timeout"))
+    }
+
+    @Test func `a gateway silent across a stall is still dropped, only later by the time lost`() {
+        var d = Driver()
+        d.toConnected(at: 10_000, tickIntervalMs: 1_000)
+        #expect(d.poll(through: 11_000) == [])
+        #expect(d.send(.poll, at: 13_000) == [.clientStalled(ms: 2_000)])
+        // 1.9 s of the stall are not counted: the 2 s of silence allowed end at 13 900.
+        #expect(d.poll(through: 13_900) == [])
+        #expect(d.send(.poll, at: 14_000).first == .closeSocket(code: 4000, reason: "tick timeout"))
+    }
+
+    @Test func `a stall during the handshake moves its deadline, and idle or waiting machines report none`() {
+        var d = Driver()
+        #expect(d.send(.poll, at: 1_000) == [])
+        #expect(d.send(.poll, at: 9_000) == [], "idle: nothing to report")
+        d.send(.start, at: 10_000)
+        d.send(.challenge(challenge), at: 10_050)
+        #expect(d.poll(through: 20_000) == [])
+        #expect(d.send(.poll, at: 45_000) == [.clientStalled(ms: 25_000)], "not a handshake timeout: nothing ran")
+        // 10.1 s of the 30 s had passed before the stall; the other 19.9 s run from 45 000.
+        #expect(d.poll(through: 64_899) == [])
+        #expect(d.send(.poll, at: 64_900).first == .closeSocket(code: 1000, reason: "handshake timeout"))
+        guard case .waiting(let until, _) = d.phase else { Issue.record("not waiting: \(d.phase)"); return }
+        #expect(d.send(.poll, at: until - 1) == [])
+        #expect(d.send(.poll, at: until + 5_000) == [.openSocket], "a late poll out of a wait just opens")
+    }
+
     @Test func `the disconnect reason names the silence and the tick interval`() throws {
         var d = Driver()
-        d.toConnected(at: 0, tickIntervalMs: 1_000)
-        let actions = d.send(.poll, at: 2_500)
+        d.toConnected(at: 0, tickIntervalMs: 1_250)
+        #expect(d.poll(through: 2_500) == [])
+        let actions = d.send(.poll, at: 2_600)
         guard actions.count > 1, case .disconnected(let reason) = actions[1] else {
             Issue.record("no disconnected action: \(actions)")
             return
         }
-        #expect(reason.contains("2.5 s"))
-        #expect(reason.contains("1 s"))
+        #expect(reason.contains("2.6 s"), "\(reason)")
+        #expect(reason.contains("1.2 s") || reason.contains("1.25 s"), "\(reason)")
     }
 
     @Test(arguments: [0.0, 0.3, 0.5, 0.999, 1.0])
