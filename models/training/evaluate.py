@@ -431,15 +431,7 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
-        ("shipped-v4-rule-v3.json", "## Before: the recipe-v4 heads at rule v3's thresholds (9b76e0a) on the same set",
-         "Recipe v4's ensembles at the thresholds rule v3 gave them (calibrate.py on the triggers-and-negatives "
-         "leave-one-engine-out folds, 2 steps in a row). Recipe v5 (`--hard 1500`) was chosen on those folds by the rule "
-         "in models/training/RULE-V3.md, written before its first fold ran; the figures above were measured after that:"),
-        ("shipped-v4-rule-v2.json", "## Earlier: the recipe-v4 heads at rule v2's thresholds (main at 80d7742) on the same set",
-         "The same ensembles at the thresholds rule v2 gave them (2 steps in a row). Rule v3 (models/training/"
-         "RULE-V3.md, calibrate.py) was fixed and applied on training-engine validation before the rule-v3 figures "
-         "were measured:"),
-        ("shipped-v3.json", "## Earlier: the recipe-v3 heads (a760060) on the same set",
+        ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
          "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
          "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
@@ -463,7 +455,13 @@ def main():
                  "the threshold rule alone (`val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2`)"),
                 ("v2heads-v2rule.json", "the recipe-v2 heads (all three, as `make wake-model` trains them) at rule v2: "
                  "computer's v2 head was not shipped because its validation recall at the rule was lower (53.3 % "
-                 "against 67.9 % for the v1 head)")]
+                 "against 67.9 % for the v1 head)"),
+                ("v4heads-v3rule.json", "the recipe-v4 heads (as shipped) at rule v3's thresholds (calibrate.py on the "
+                 "folds that leave an engine out entirely, models/training/RULE-V3.md), not shipped: it passed its rule on "
+                 "training-engine validation, and on this set it wakes falsely far more (models/README.md)"),
+                ("v5heads-v3rule.json", "candidate recipe v5 (`--hard 1500`, ensembles of 3) at rule v3's thresholds, "
+                 "not shipped: it passed its rule on the leave-one-engine-out folds, and on this set it wakes falsely "
+                 "far more (models/README.md)")]
     have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
     if have:
         lines += ["## Variants measured on the way (same set, same detector)", "",
