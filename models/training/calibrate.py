@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 import train_head as th
+import val_rules
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOLDS = ("piper", "pico")            # the folds the rule uses (espeak is printed when present)
@@ -141,18 +142,9 @@ def main():
               f"(full validation: recall {v.recall(t, K) * 100:.1f} % against {v.recall(t_v2, K) * 100:.1f} %, "
               f"stream wakes {v.stream_wakes(t, K)} against {v.stream_wakes(t_v2, K)} in {v.hours * 60:.0f} min)")
         if args.apply:
-            path = os.path.join(args.models_dir, f"{stem}.json")
-            m = json.load(open(path))
-            m["threshold"], m["consecutiveSteps"] = t, K
-            tr = m.setdefault("training", {})
-            tr["thresholdRule"] = "v3"
-            tr["thresholdSetBy"] = (f"models/training/calibrate.py {stem} --full-tag {args.full_tag} --apply "
-                                    f"(rule v2 {t_v2:.2f}, unseen-engine offset {off:+.2f} in logits, folds {'+'.join(FOLDS)})")
-            tr["validation"] = {"recall": round(v.recall(t, K), 4), "streamMinutes": round(v.hours * 60, 1),
-                                "streamFalseWakes": v.stream_wakes(t, K)}
-            with open(path, "w") as fh:
-                json.dump(m, fh, indent=2)
-                fh.write("\n")
+            set_by = (f"models/training/calibrate.py {stem} --full-tag {args.full_tag} --apply "
+                      f"(rule v2 {t_v2:.2f}, unseen-engine offset {off:+.2f} in logits, folds {'+'.join(FOLDS)})")
+            path = val_rules.write_threshold(args.models_dir, stem, v, t, K, "v3", set_by)
             print(f"  wrote {path}: threshold {t:.2f}, {K} steps in a row")
 
 

@@ -46,19 +46,26 @@ def main():
 
 
 def apply(args, stem, v, t, k, w):
-    path = os.path.join(args.models_dir, f"{stem}.json")
+    set_by = (f"models/training/val_rules.py {stem} --tag {args.tag} --apply {args.apply} --consecutive {k}"
+              if args.tag else f"models/training/val_rules.py {stem} --apply {args.apply} --consecutive {k}")
+    path = write_threshold(args.models_dir, stem, v, round(t, 4), k, args.apply, set_by)
+    print(f"   wrote {path}: threshold {t:.3f}, {k} steps in a row")
+
+
+def write_threshold(models_dir, stem, v, t, k, rule, set_by):
+    """Writes a threshold and how it was set into models/<stem>.json, with its validation figures."""
+    path = os.path.join(models_dir, f"{stem}.json")
     m = json.load(open(path))
-    m["threshold"], m["consecutiveSteps"] = round(t, 4), k
+    m["threshold"], m["consecutiveSteps"] = t, k
     tr = m.setdefault("training", {})
-    tr["thresholdRule"] = args.apply
-    tr["thresholdSetBy"] = (f"models/training/val_rules.py {stem} --tag {args.tag} --apply {args.apply} --consecutive {k}"
-                            if args.tag else f"models/training/val_rules.py {stem} --apply {args.apply} --consecutive {k}")
-    tr["validation"] = {"recall": round(v.recall(t, k), 4), "streamMinutes": round(v.hours * 60, 1), "streamFalseWakes": w}
+    tr["thresholdRule"] = rule
+    tr["thresholdSetBy"] = set_by
+    tr["validation"] = {"recall": round(v.recall(t, k), 4), "streamMinutes": round(v.hours * 60, 1),
+                        "streamFalseWakes": v.stream_wakes(t, k)}
     with open(path, "w") as f:
         json.dump(m, f, indent=2)
         f.write("\n")
-    print(f"   wrote {path}: threshold {t:.3f}, {k} steps in a row")
-
+    return path
 
 if __name__ == "__main__":
     main()
