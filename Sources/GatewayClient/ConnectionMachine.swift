@@ -48,9 +48,9 @@ public struct ConnectionTiming: Sendable, Equatable {
     public var deferPollMs: Int64 = 1_000
     public var backoffBaseMs: Int64 = 500
     public var backoffMaxMs: Int64 = 30_000
-    /// How often the session feeds `.poll`. A gap between polls longer than `stallMs` means this
-    /// process did not run (an overloaded Pi, swapping, a suspended laptop): that time is not
-    /// counted against the gateway, whose frames may be waiting unread in the socket.
+    /// How often the session feeds `.poll`. A poll more than `stallMs` after the machine's last
+    /// event means this process did not run (an overloaded Pi, swapping, a suspended laptop): that
+    /// time is not counted against the gateway, whose frames may be waiting unread in the socket.
     public var pollIntervalMs: Int64 = 100
     public var stallMs: Int64 = 1_000
     public init() {}
@@ -95,7 +95,7 @@ public enum ConnectionAction: Sendable, Equatable {
     case pairingRequired(PairingRequest)
     case retry(afterMs: Int64, reason: String)
     case paused(ConnectionProblem)
-    /// Polls stopped for this long: the process did not run, and the deadlines moved by as much.
+    /// The machine saw no event for this long: the process did not run, and the deadlines moved by as much.
     case clientStalled(ms: Int64)
 }
 
@@ -156,14 +156,9 @@ public struct ConnectionMachine: Sendable {
     /// Feeds one event. `nowMs` is a monotonic clock; `random` is in 0..<1 for jitter.
     public mutating func handle(_ event: ConnectionEvent, nowMs: Int64, random: Double = 0.5) -> [ConnectionAction] {
         defer { lastEventMs = nowMs }
-        if case .poll = event {
-            let stalled = skipStall(nowMs)
-            let actions = handlePoll(nowMs: nowMs, random: random)
-            return stalled.map { [.clientStalled(ms: $0)] + actions } ?? actions
-        }
         switch (event, phase) {
         case (.stop, _):
-            let wasLive = phase == .opening || phase == .handshaking || phase == .connected
+            let wasLive = isLive
             phase = .stopped
             return wasLive ? [.closeSocket(code: 1000, reason: "client stopping")] : []
         case (_, .stopped):
@@ -251,17 +246,19 @@ public struct ConnectionMachine: Sendable {
             return []
 
         case (.poll, _):
-            return []  // handled above
-
+            let stalled = skipStall(nowMs).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
+            return stalled + handlePoll(nowMs: nowMs, random: random)
         }
     }
+
+    /// A socket is open or opening: the phases whose deadlines run.
+    private var isLive: Bool { phase == .opening || phase == .handshaking || phase == .connected }
 
     /// A poll long after the previous event: the process was not running. The silence and the
     /// attempt's deadlines move by the time lost, so frames still unread after a stall are not
     /// taken for a dead gateway. Returns the stall's length when there was one.
     private mutating func skipStall(_ nowMs: Int64) -> Int64? {
-        let live = phase == .opening || phase == .handshaking || phase == .connected
-        guard live, let last = lastEventMs, nowMs - last > timing.stallMs else { return nil }
+        guard isLive, let last = lastEventMs, nowMs - last > timing.stallMs else { return nil }
         let lost = nowMs - last - timing.pollIntervalMs
         lastInboundMs = min(lastInboundMs + lost, nowMs)
         attemptStartMs = min(attemptStartMs + lost, nowMs)
