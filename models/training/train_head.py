@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 5
+RECIPE_VERSION = 4                                     # the shipped recipe; with --hard N, candidate v5
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -1002,7 +1002,7 @@ def main():
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
-            "recipe": f"models/training/train_head.py v{RECIPE_VERSION}",
+            "recipe": f"models/training/train_head.py v{RECIPE_VERSION + (args.hard > 0)}" + (f" (--hard {args.hard})" if args.hard else ""),
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
