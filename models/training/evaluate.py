@@ -461,7 +461,10 @@ def main():
                  "training-engine validation, and on this set it wakes falsely far more (models/README.md)"),
                 ("v5heads-v3rule.json", "candidate recipe v5 (`--hard 1500`, ensembles of 3) at rule v3's thresholds, "
                  "not shipped: it passed its rule on the leave-one-engine-out folds, and on this set it wakes falsely "
-                 "far more (models/README.md)")]
+                 "far more (models/README.md)"),
+                ("v6heads-v2rule.json", "candidate recipe v6 (`--kokoro 1500`: Kokoro-82M's mixed speakers as a fourth "
+                 "engine, training only; ensembles of 3) at rule v2's thresholds, not shipped: it failed its rule on the "
+                 "leave-one-engine-out folds (models/training/RULE-V6.md), decided before this set was run")]
     have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
     if have:
         lines += ["## Variants measured on the way (same set, same detector)", "",

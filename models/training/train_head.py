@@ -608,6 +608,8 @@ def main():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
+    ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
+                    "(candidate recipe v7 for openclaw, whose threshold rule v2's near-miss limit sets: 3; 1: recipe v4)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
     ap.add_argument("--consecutive", type=int, default=2, help="steps in a row over the threshold for a wake")
@@ -849,6 +851,9 @@ def main():
         tr_idx = tr_idx[~held[tr_idx]]
         log(f"leave-one-engine-out: {', '.join(eng_names[i] for i in held_ids)} held out; training on "
             f"{int(has_pos[tr_idx].sum())} trigger canvases, validating on {int(held[:n_orig].sum())} of the held-out engine")
+    if args.near_weight > 1:  # near-miss canvases (kind 1) trained on more often, validation untouched
+        tr_idx = np.concatenate([tr_idx] + [tr_idx[K[tr_idx] == 1]] * (args.near_weight - 1))
+        log(f"near-miss canvases trained {args.near_weight} times: {int((K[tr_idx] == 1).sum())} of {len(tr_idx)} training canvases")
     start_canvas = rng.random(len(E)) < 0.1             # these also learn from the stream-start scores
     step_ok = np.arange(STEPS)[None, :] >= FIRST_STEP
     mask_all = (step_ok | start_canvas[:, None]).astype(np.float32)
@@ -1059,8 +1064,9 @@ def main():
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
-            "recipe": f"models/training/train_head.py v{6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
-                      + (f" (--hard {args.hard})" if args.hard else "") + (f" (--kokoro {args.kokoro})" if args.kokoro else ""),
+            "recipe": f"models/training/train_head.py v{7 if args.near_weight > 1 else 6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
+                      + (f" (--hard {args.hard})" if args.hard else "") + (f" (--kokoro {args.kokoro})" if args.kokoro else "")
+                      + (f" (--near-weight {args.near_weight})" if args.near_weight > 1 else ""),
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",

@@ -1,0 +1,77 @@
+"""Where the wake heads stand, in two tables (nothing here trains or chooses anything).
+
+1. Which part of rule v2 sets each head's threshold, from its saved validation scores (training
+   engines only): the lowest threshold each constraint alone allows, with 2 steps in a row.
+2. How near the held-out trigger events come to the threshold: per flite voice and SNR, the
+   median over events of the best score held for 2 steps in a row within 0.5 s before to 1 s
+   after the spoken trigger, and how many stay under 0.5 and under the head's threshold. It runs
+   `clawvoice wake detect --scores` over `make wake-eval`'s positives (built by evaluate.py).
+
+    .venv/bin/python diagnose.py [--tag -v4] [--models ../../models] [--clawvoice ../../.build/release/clawvoice]
+"""
+import argparse
+import json
+import os
+import subprocess
+
+import numpy as np
+
+import train_head as th
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+TRIGGERS = ["openclaw", "claude", "computer"]
+
+
+def binding(tag, k=2):
+    r = th.RULES["v2"]
+    print(f"| head (valscores{tag}) | stream ≤ {r['stream']}/h | plain speech, noise ≤ {r['speech'] * 100:g} % | "
+          f"near miss, other trigger, cut short ≤ {r['near'] * 100:g} % | validation recall there |")
+    print("|---|---|---|---|---|")
+    for stem in TRIGGERS:
+        path = os.path.join(HERE, ".cache", f"valscores-{stem}{tag}.npz")
+        if not os.path.exists(path):
+            raise SystemExit(f"diagnose.py: {path} is missing; train with --tag {tag.lstrip('-')} first")
+        v = th.Validation(dict(np.load(path)))
+        first = lambda ok: next((float(t) for t in th.THRESHOLD_GRID if ok(t)), 0.999)
+        s = first(lambda t: v.stream_wakes(t, k) / v.hours <= r["stream"])
+        sp = first(lambda t: v.canvas_fa(t, k, [3, 4]) <= r["speech"])
+        nr = first(lambda t: v.canvas_fa(t, k, [1, 2, 5]) <= r["near"])
+        t = max(s, sp, nr)
+        mark = lambda x: f"**{x:.2f}**" if x == t else f"{x:.2f}"
+        print(f"| {stem} | {mark(s)} | {mark(sp)} | {mark(nr)} | {v.recall(t, k) * 100:.1f} % |")
+
+
+def margins(models, clawvoice, out):
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    print("\n| head | voice | SNR | events | median best score | under 0.5 | under the threshold |")
+    print("|---|---|---|---|---|---|---|")
+    for t in TRIGGERS:
+        thr = json.load(open(os.path.join(models, f"{t}.json")))["threshold"]
+        r = subprocess.run([clawvoice, "wake", "detect", "--input", os.path.join(out, f"positives-{t}.wav"),
+                            "--models", models, "--phrases", t, "--scores"], capture_output=True, text=True, check=True)
+        steps = [json.loads(l) for l in r.stdout.splitlines() if '"scores"' in l]
+        ms = np.array([s["ms"] for s in steps])
+        sc = np.array([s["scores"][t] for s in steps])
+        cells = {}
+        for e, info in zip(meta[f"positives-{t}"]["ends_ms"], meta[f"positives-{t}"]["events"]):
+            w = sc[(ms >= e - 500) & (ms <= e + 1000)]
+            cells.setdefault((info["voice"], info["snr"]), []).append(float(np.minimum(w[:-1], w[1:]).max()))
+        for (voice, snr), v in sorted(cells.items()):
+            v = np.array(v)
+            print(f"| {t} ({thr:g}) | {voice} | {snr} | {len(v)} | {np.median(v):.2f} | {(v < 0.5).sum()} | {(v < thr).sum()} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tag", default="-v4", help="validation scores of these heads (.cache/valscores-<stem><tag>.npz)")
+    ap.add_argument("--models", default=os.path.join(REPO, "models"))
+    ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
+    ap.add_argument("--out", default=os.path.join(HERE, "eval-flite"), help="make wake-eval's held-out set")
+    args = ap.parse_args()
+    binding(args.tag)
+    margins(args.models, args.clawvoice, args.out)
+
+
+if __name__ == "__main__":
+    main()
