@@ -464,7 +464,11 @@ def main():
                  "far more (models/README.md)"),
                 ("v6heads-v2rule.json", "candidate recipe v6 (`--kokoro 1500`: Kokoro-82M's mixed speakers as a fourth "
                  "engine, training only; ensembles of 3) at rule v2's thresholds, not shipped: it failed its rule on the "
-                 "leave-one-engine-out folds (models/training/RULE-V6.md), decided before this set was run")]
+                 "leave-one-engine-out folds (models/training/RULE-V6.md), decided before this set was run"),
+                ("v7openclaw-v2rule.json", "candidate recipe v7 for openclaw (`--near-weight 3`: near-miss canvases trained "
+                 "three times; ensemble of 3) at rule v2's threshold, with the shipped claude and computer heads, not "
+                 "shipped: it failed its rule on the leave-one-engine-out folds (models/training/RULE-V7.md), decided "
+                 "before this set was run")]
     have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
     if have:
         lines += ["## Variants measured on the way (same set, same detector)", "",
