@@ -154,6 +154,9 @@ def random_eq(rng, x):
     return x
 
 
+WIDE_SPEED = (82, 123)          # the wide speakers' resampling span in percent (--wide-speed)
+
+
 def speed(rng, w, bounds, span=(85, 116)):
     """Tempo, pitch and formants together by 0.85-1.15 (the wide speakers: 0.82-1.22)."""
     down = int(rng.integers(*span))
@@ -212,7 +215,7 @@ def place(rng, word, n, end_s, pool, wide=False):
     w = word.astype(np.float64)
     b = speech.speech_bounds(word)
     if rng.random() < (0.85 if wide else 0.7):
-        w, b = speed(rng, w, b, (82, 123) if wide else (85, 116))
+        w, b = speed(rng, w, b, WIDE_SPEED if wide else (85, 116))
     s0, s1 = b
     end = int(end_s * 16000)
     start = end - s1
@@ -602,6 +605,10 @@ def main():
     ap.add_argument("--cache-dir", default=os.path.join(HERE, ".cache"))
     ap.add_argument("--wide", type=int, default=3000,
                     help="extra trigger canvases with wider speaker changes (speed 0.82-1.22, VTLP 0.84-1.18)")
+    ap.add_argument("--wide-speed", type=float, nargs=2, default=(0.82, 1.22), metavar=("LO", "HI"),
+                    help="the wide canvases' speed range (candidate recipe v8: 0.75 1.33)")
+    ap.add_argument("--wide-vtlp", type=float, nargs=2, default=(0.84, 1.18), metavar=("LO", "HI"),
+                    help="the wide canvases' VTLP range (candidate recipe v8: 0.78 1.25)")
     ap.add_argument("--hard", type=int, default=0, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
                     "RT60 0.3-1.0 s (candidate recipe v5: 1500, measured and not shipped, models/README.md; 0: recipe v4)")
     ap.add_argument("--human", type=int, default=400, help="canvases of recorded human speech (negatives)")
@@ -750,12 +757,16 @@ def main():
                                                        np.random.default_rng(their_seed), pool, noise, int(args.positives * sc),
                                                        wide=False)[pick]
     n_orig = sum(len(p[0]) for p in parts)          # the validation canvases are drawn from these only
+    global WIDE_SPEED
+    WIDE_SPEED = (int(round(100 / args.wide_speed[1])), int(round(100 / args.wide_speed[0])) + 1)
+    wtag = "" if (tuple(args.wide_speed), tuple(args.wide_vtlp)) == ((0.82, 1.22), (0.84, 1.18)) else \
+        f"-s{args.wide_speed[0]:g}-{args.wide_speed[1]:g}-w{args.wide_vtlp[0]:g}-{args.wide_vtlp[1]:g}"
     if args.wide > 0:
-        feat_wide = Featurizer(fe, np.random.default_rng(seed + 19), span=(0.84, 1.18), n=13, p=0.85)
-        parts.append(cached(ck(f"wide-{stem}-p{args.wide}"), lambda: positives(
+        feat_wide = Featurizer(fe, np.random.default_rng(seed + 19), span=tuple(args.wide_vtlp), n=13, p=0.85)
+        parts.append(cached(ck(f"wide-{stem}-p{args.wide}{wtag}"), lambda: positives(
             feat_wide, np.random.default_rng(seed + 17), all_clips, pool, noise, int(args.wide * sc), wide=True)))
         if args.hold_out:
-            eng_parts[len(parts) - 1] = canvas_engines(ck(f"wide-{stem}-p{args.wide}"), clips, np.random.default_rng(seed + 17),
+            eng_parts[len(parts) - 1] = canvas_engines(ck(f"wide-{stem}-p{args.wide}{wtag}"), clips, np.random.default_rng(seed + 17),
                                                        pool, noise, int(args.wide * sc), wide=True)
     if args.hard > 0:
         feat_hard = Featurizer(fe, np.random.default_rng(seed + 29))
@@ -1064,7 +1075,8 @@ def main():
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
-            "recipe": f"models/training/train_head.py v{7 if args.near_weight > 1 else 6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
+            "recipe": f"models/training/train_head.py v{8 if wtag else 7 if args.near_weight > 1 else 6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
+                      + (f" (--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} --wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g})" if wtag else "")
                       + (f" (--hard {args.hard})" if args.hard else "") + (f" (--kokoro {args.kokoro})" if args.kokoro else "")
                       + (f" (--near-weight {args.near_weight})" if args.near_weight > 1 else ""),
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
