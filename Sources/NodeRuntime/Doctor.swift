@@ -45,8 +45,9 @@ public struct MicLevel: Sendable, Equatable {
 /// What `doctor` found, before any verdict.
 public struct DoctorFacts: Sendable, Equatable {
     public enum Probe: Sendable, Equatable {
-        /// The gateway answered with connect.challenge; its clock minus ours.
-        case reachable(skewMs: Int64)
+        /// The gateway answered with connect.challenge; its clock minus ours (at the midpoint of
+        /// the exchange), and how long the exchange took: the skew is known only to half of it.
+        case reachable(skewMs: Int64, roundTripMs: Int64 = 0)
         case pinMismatch(expected: String, actual: String)
         case failed(String)
     }
@@ -178,7 +179,7 @@ public enum Doctor {
         if let name = f.gatewayName, let url = f.gatewayURL {
             let secure = url.hasPrefix("wss://")
             switch f.probe {
-            case .reachable(let skew)?:
+            case .reachable(let skew, let roundTrip)?:
                 out.append(DoctorCheck("gateway", true, "gateway \(name) answers at \(url)"))
                 if secure {
                     out.append(DoctorCheck("tls", true, f.tlsPin.map { "TLS certificate matches the pin \($0.prefix(16))…" } ?? "TLS certificate verified by the system's CAs"))
@@ -187,9 +188,13 @@ public enum Doctor {
                     out.append(DoctorCheck("tls", loopback, loopback ? "plain ws:// on loopback (no TLS needed)" : "plain ws:// to a remote host: traffic and tokens are not encrypted",
                                            fix: "use the gateway's wss:// URL: clawvoice pair --url wss://… --tls-fingerprint SHA256"))
                 }
-                let s = Double(skew) / 1000
-                out.append(DoctorCheck("clock", abs(skew) <= maxSkewMs, "clock \(abs(s) < 1 ? "matches the gateway's" : String(format: "is %.1f s %@ the gateway's", abs(s), skew > 0 ? "behind" : "ahead of"))",
-                                       fix: "sync the clock: sudo timedatectl set-ntp true"))
+                // A slow exchange (a busy Pi, a stalled process) blurs the reading by half its
+                // time: within that the clocks may well agree, and only skew beyond it fails.
+                let s = Double(skew) / 1000, blur = roundTrip / 2
+                let line = abs(skew) <= max(1000, blur)
+                    ? "clock matches the gateway's" + (blur > 1000 ? String(format: " (to ±%.1f s: the exchange took %.1f s)", Double(blur) / 1000, Double(roundTrip) / 1000) : "")
+                    : String(format: "clock is %.1f s %@ the gateway's", abs(s), skew > 0 ? "behind" : "ahead of")
+                out.append(DoctorCheck("clock", abs(skew) - blur <= maxSkewMs, line, fix: "sync the clock: sudo timedatectl set-ntp true"))
             case .pinMismatch(let expected, let actual)?:
                 out.append(DoctorCheck("tls", false, "gateway \(name)'s TLS certificate \(actual.prefix(16))… does not match the pin \(expected.prefix(16))…",
                                        fix: "if the gateway's certificate was replaced on purpose: clawvoice pair --url \(url) --tls-fingerprint \(actual)"))

@@ -201,7 +201,8 @@ enum DoctorCommand {
                         switch m { case .text(let t): bytes = Array(t.utf8); case .binary(let b): bytes = b }
                         if case .event(let ev)? = try? GatewayFrame.decode(bytes), ev.event == "connect.challenge",
                            let c = ConnectChallenge(payload: ev.payload) {
-                            return .reachable(skewMs: c.ts - (start + nowMs()) / 2)
+                            let end = nowMs()
+                            return .reachable(skewMs: c.ts - (start + end) / 2, roundTripMs: end - start)
                         }
                     case .closed(let code, let reason):
                         return .failed("closed (\(code.map(String.init) ?? "no close frame")\(reason.isEmpty ? "" : ": \(reason)")) before its challenge")

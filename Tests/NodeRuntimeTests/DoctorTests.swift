@@ -90,6 +90,17 @@ import Testing
         #expect(failing(f).first?.fix == "sync the clock: sudo timedatectl set-ntp true")
         f.probe = .reachable(skewMs: 120_000)
         #expect(failing(f).isEmpty)
+        // A slow exchange blurs the reading by half its time: 2.9 s off in a 6 s exchange is no skew.
+        f.probe = .reachable(skewMs: 2_900, roundTripMs: 6_000)
+        #expect(Doctor.checks(f).first { $0.id == "clock" } ==
+                DoctorCheck("clock", true, "clock matches the gateway's (to ±3.0 s: the exchange took 6.0 s)"))
+        f.probe = .reachable(skewMs: 2_900, roundTripMs: 40)
+        #expect(Doctor.checks(f).first { $0.id == "clock" }?.line == "clock is 2.9 s behind the gateway's")
+        f.probe = .reachable(skewMs: -125_000, roundTripMs: 20_000)
+        #expect(failing(f).isEmpty)
+        f.probe = .reachable(skewMs: -131_000, roundTripMs: 20_000)
+        #expect(failing(f).map(\.line) == ["clock is 131.0 s ahead of the gateway's"])
+        f.probe = .reachable(skewMs: 400)
         f.gatewayURL = "ws://192.168.1.5:18789"
         #expect(failing(f).map(\.id) == ["tls"])
         f.gatewayURL = "ws://127.0.0.1:18789"
