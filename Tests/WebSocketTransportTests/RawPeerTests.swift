@@ -191,8 +191,10 @@ struct RawPeerTests {
             try peer.accept()
             _ = try peer.readRequest()
         }
-        #expect(await events.waitForEnd(timeout: .seconds(4)))
-        #expect(ContinuousClock.now - start < .seconds(3))
+        // Bounded generously: under make test's round-1 load the process can stall for seconds, and
+        // the reason ("within 1 s") is what shows it was the timeout, not how soon it came.
+        #expect(await events.waitForEnd(timeout: .seconds(10)))
+        #expect(ContinuousClock.now - start >= .milliseconds(900))
         guard case .failed(.connectFailed(let why))? = events.events.last, events.events.count == 1 else {
             Issue.record("expected a single connectFailed, got \(events.events)")
             return
