@@ -33,10 +33,8 @@ def binding(tag, k=2):
         if not os.path.exists(path):
             raise SystemExit(f"diagnose.py: {path} is missing; train with --tag {tag.lstrip('-')} first")
         v = th.Validation(dict(np.load(path)))
-        first = lambda ok: next((float(t) for t in th.THRESHOLD_GRID if ok(t)), 0.999)
-        s = first(lambda t: v.stream_wakes(t, k) / v.hours <= r["stream"])
-        sp = first(lambda t: v.canvas_fa(t, k, [3, 4]) <= r["speech"])
-        nr = first(lambda t: v.canvas_fa(t, k, [1, 2, 5]) <= r["near"])
+        checks = th.rule_checks(v, "v2", k)
+        s, sp, nr = (next((float(t) for t in th.THRESHOLD_GRID if checks[name](t)), 0.999) for name in ("stream", "speech", "near"))
         t = max(s, sp, nr)
         mark = lambda x: f"**{x:.2f}**" if x == t else f"{x:.2f}"
         print(f"| {stem} | {mark(s)} | {mark(sp)} | {mark(nr)} | {v.recall(t, k) * 100:.1f} % |")

@@ -28,7 +28,7 @@ import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-RECIPE_VERSION = 4                                     # the shipped recipe; with --hard N, candidate v5
+RECIPE_VERSION = 4                                     # the shipped recipe; candidates v5-v8 by their flags (recipe_name)
 DATA_VERSION = 1
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 HEAD_WINDOW = 16                                       # embeddings per head input (1.28 s)
@@ -154,7 +154,7 @@ def random_eq(rng, x):
     return x
 
 
-WIDE_SPEED = (82, 123)          # the wide speakers' resampling span in percent (--wide-speed)
+WIDE_SPAN = (82, 123)           # recipe v4's wide speakers: resampling by 82-122 % (speed 0.82-1.22)
 
 
 def speed(rng, w, bounds, span=(85, 116)):
@@ -210,12 +210,13 @@ def finish(rng, x, noise, snr=(0.0, 30.0), clean=0.12, room=0.5, rt60=(0.15, 0.7
 
 def place(rng, word, n, end_s, pool, wide=False):
     """A canvas of n samples with `word` (speech bounds computed here) ending at end_s; maybe
-    speech before and after it. wide: more and wider speed changes (more speakers)."""
+    speech before and after it. wide: a resampling span in percent (WIDE_SPAN): more and wider
+    speed changes (more speakers)."""
     canvas = np.zeros(n)
     w = word.astype(np.float64)
     b = speech.speech_bounds(word)
     if rng.random() < (0.85 if wide else 0.7):
-        w, b = speed(rng, w, b, WIDE_SPEED if wide else (85, 116))
+        w, b = speed(rng, w, b, wide or (85, 116))
     s0, s1 = b
     end = int(end_s * 16000)
     start = end - s1
@@ -574,19 +575,31 @@ RULES = {"v1": dict(stream=0.25, all=0.005), "v2": dict(stream=0.5, speech=0.005
 THRESHOLD_GRID = np.round(np.concatenate([np.arange(0.20, 0.98, 0.01), np.arange(0.98, 0.9991, 0.001)]), 3)
 
 
-def choose_threshold(v, rule, k=1):
+def rule_checks(v, rule, k=1):
+    """Each limit of a rule as a test of one threshold (diagnose.py reads them one by one)."""
     r = RULES[rule]
-    for thr in THRESHOLD_GRID:
-        if v.stream_wakes(thr, k) / v.hours > r["stream"]:
-            continue
-        if "all" in r and v.canvas_fa(thr, k) > r["all"]:
-            continue
-        if "speech" in r and v.canvas_fa(thr, k, [3, 4]) > r["speech"]:
-            continue
-        if "near" in r and v.canvas_fa(thr, k, [1, 2, 5]) > r["near"]:
-            continue
-        return float(thr)
-    return 0.999
+    checks = {"stream": lambda t: v.stream_wakes(t, k) / v.hours <= r["stream"],
+              "all": lambda t: v.canvas_fa(t, k) <= r["all"],
+              "speech": lambda t: v.canvas_fa(t, k, [3, 4]) <= r["speech"],        # plain speech, noise
+              "near": lambda t: v.canvas_fa(t, k, [1, 2, 5]) <= r["near"]}         # near miss, other trigger, cut short
+    return {name: c for name, c in checks.items() if name in r}
+
+
+def choose_threshold(v, rule, k=1):
+    checks = rule_checks(v, rule, k).values()
+    return next((float(t) for t in THRESHOLD_GRID if all(c(t) for c in checks)), 0.999)
+
+
+def recipe_name(args, wide_changed):
+    """The recipe a head was trained with: v4, or the candidate its flags make (each measured and
+    not shipped, models/README.md), with those flags."""
+    on = [(v, flag) for v, used, flag in [
+        (5, args.hard > 0, f"--hard {args.hard}"),
+        (6, args.kokoro > 0, f"--kokoro {args.kokoro}"),
+        (7, args.near_weight > 1, f"--near-weight {args.near_weight}"),
+        (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
+                          f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
+    return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)
 
 
 def main():
@@ -757,17 +770,16 @@ def main():
                                                        np.random.default_rng(their_seed), pool, noise, int(args.positives * sc),
                                                        wide=False)[pick]
     n_orig = sum(len(p[0]) for p in parts)          # the validation canvases are drawn from these only
-    global WIDE_SPEED
-    WIDE_SPEED = (int(round(100 / args.wide_speed[1])), int(round(100 / args.wide_speed[0])) + 1)
+    wspan = (int(round(100 / args.wide_speed[1])), int(round(100 / args.wide_speed[0])) + 1)
     wtag = "" if (tuple(args.wide_speed), tuple(args.wide_vtlp)) == ((0.82, 1.22), (0.84, 1.18)) else \
         f"-s{args.wide_speed[0]:g}-{args.wide_speed[1]:g}-w{args.wide_vtlp[0]:g}-{args.wide_vtlp[1]:g}"
     if args.wide > 0:
         feat_wide = Featurizer(fe, np.random.default_rng(seed + 19), span=tuple(args.wide_vtlp), n=13, p=0.85)
         parts.append(cached(ck(f"wide-{stem}-p{args.wide}{wtag}"), lambda: positives(
-            feat_wide, np.random.default_rng(seed + 17), all_clips, pool, noise, int(args.wide * sc), wide=True)))
+            feat_wide, np.random.default_rng(seed + 17), all_clips, pool, noise, int(args.wide * sc), wide=wspan)))
         if args.hold_out:
             eng_parts[len(parts) - 1] = canvas_engines(ck(f"wide-{stem}-p{args.wide}{wtag}"), clips, np.random.default_rng(seed + 17),
-                                                       pool, noise, int(args.wide * sc), wide=True)
+                                                       pool, noise, int(args.wide * sc), wide=wspan)
     if args.hard > 0:
         feat_hard = Featurizer(fe, np.random.default_rng(seed + 29))
         parts.append(cached(ck(f"hard-{stem}-p{args.hard}"), lambda: positives(
@@ -1075,10 +1087,7 @@ def main():
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
         "training": {
-            "recipe": f"models/training/train_head.py v{8 if wtag else 7 if args.near_weight > 1 else 6 if args.kokoro else RECIPE_VERSION + (args.hard > 0)}"
-                      + (f" (--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} --wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g})" if wtag else "")
-                      + (f" (--hard {args.hard})" if args.hard else "") + (f" (--kokoro {args.kokoro})" if args.kokoro else "")
-                      + (f" (--near-weight {args.near_weight})" if args.near_weight > 1 else ""),
+            "recipe": recipe_name(args, bool(wtag)),
             "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
