@@ -7,6 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 bin="${1:-$repo/.build/release/clawvoice}"
 [ -x "$bin" ] || { echo "evaluate.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"   # the run below works in $here
 venv="$here/.venv"
 if [ ! -f "$venv/.ready" ]; then
   python3 -m venv "$venv"
