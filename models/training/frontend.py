@@ -23,6 +23,7 @@ NFFT, HOP, WIN = 512, 160, 400
 MELS = 32
 EMB_FRAMES, EMB_STEP, EMB_DIM = 76, 8, 96
 TOP_DB = 80.0
+MEL_BLOCK = 2048                    # chunks per block of mels (164 s of audio, ~130 MB of frames)
 LEAK, FLOOR = 0.2, -0.4             # LeakyReLU slope, then max(x, -0.4), after every conv but the last
 
 
@@ -125,14 +126,21 @@ class FrontEnd:
     def mels(self, audio, prime=True):
         """(chunks * 8, 32) transformed mel frames of a stream of int16-valued audio (the last
         partial chunk is dropped). prime: the stream starts after silence."""
-        x = np.asarray(audio, np.float64)
-        x = np.concatenate([np.zeros(CONTEXT), x])
+        x = np.concatenate([np.zeros(CONTEXT, np.asarray(audio).dtype), np.asarray(audio)])
         nch = (len(x) - CONTEXT) // CHUNK
-        idx = np.arange(nch * 8)[:, None] * HOP + np.arange(NFFT)[None, :]
-        frames = x[idx]                                              # (F, 512)
+        # In blocks of chunks: each chunk's 8 frames (and its top-dB floor) depend on its own
+        # samples only, and the frames of a 2-hour stream at once took 9 GB (make wake-model's
+        # validation stream was its memory peak).
+        return np.concatenate([self._mel_chunks(x, a, min(nch, a + MEL_BLOCK)) for a in range(0, nch, MEL_BLOCK)]
+                              or [np.zeros((0, MELS), np.float32)])
+
+    def _mel_chunks(self, x, a, b):
+        """Mel frames of chunks a..b-1 of x (x starts with the CONTEXT samples before chunk 0)."""
+        idx = np.arange((b - a) * 8)[:, None] * HOP + np.arange(NFFT)[None, :]
+        frames = x[a * CHUNK:][idx].astype(np.float64)               # (F, 512)
         power = (frames @ self.dft_c) ** 2 + (frames @ self.dft_s) ** 2
         db = 10 * np.log10(np.maximum(power @ self.mel, 1e-10))
-        db = db.reshape(nch, 8, MELS)
+        db = db.reshape(b - a, 8, MELS)
         db = np.maximum(db, db.max(axis=(1, 2), keepdims=True) - TOP_DB)
         return (db / 10 + 2).reshape(-1, MELS).astype(np.float32)
 
