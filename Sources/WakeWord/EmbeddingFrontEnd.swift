@@ -197,16 +197,18 @@ final class EmbeddingFrontEnd {
             case .conv(let conv, let padMel, let activate):
                 convolve(conv, padMel: padMel, activate: activate, g: g, firstRow: g.rows - n, rows: n, input: input, output: write)
             case .pool(let time):
+                // Channels innermost: every tap is a contiguous run of them (max is exact, so
+                // the order of the taps does not change the result).
+                let c = g.channels
                 for r in (g.rows - n)..<g.rows {
                     for f in 0..<g.mels {
-                        for c in 0..<g.channels {
-                            var m = -Float.infinity
-                            for a in 0..<time {
-                                for b in 0..<2 {
-                                    m = max(m, input[((r * time + a) * g.inMels + 2 * f + b) * g.inChannels + c])
-                                }
+                        let o = write + ((r - (g.rows - n)) * g.mels + f) * c
+                        o.update(from: input + ((r * time) * g.inMels + 2 * f) * c, count: c)
+                        for a in 0..<time {
+                            for b in 0..<2 where a != 0 || b != 0 {
+                                let t = input + ((r * time + a) * g.inMels + 2 * f + b) * c
+                                for k in 0..<c { o[k] = max(o[k], t[k]) }
                             }
-                            write[((r - (g.rows - n)) * g.mels + f) * g.channels + c] = m
                         }
                     }
                 }
@@ -227,16 +229,13 @@ final class EmbeddingFrontEnd {
                     let base = (r * g.mels + f) * k
                     for i in 0..<conv.kh {
                         let src = firstRow + r + i
-                        for j in 0..<conv.kw {
-                            let ff = f + j - pad
-                            let dst = base + (i * conv.kw + j) * g.inChannels
-                            if ff < 0 || ff >= g.inMels {
-                                for c in 0..<g.inChannels { p[dst + c] = 0 }
-                            } else {
-                                let s = (src * g.inMels + ff) * g.inChannels
-                                for c in 0..<g.inChannels { p[dst + c] = input[s + c] }
-                            }
-                        }
+                        // The taps in range are one contiguous run of the input row
+                        // (kw mels × channels); the padding either side of it is zeros.
+                        let lo = Swift.max(0, pad - f), hi = Swift.min(conv.kw, g.inMels + pad - f)
+                        let c = g.inChannels, dst = p + base + i * conv.kw * c
+                        if lo > 0 { dst.update(repeating: 0, count: lo * c) }
+                        if hi > lo { (dst + lo * c).update(from: input + (src * g.inMels + f + lo - pad) * c, count: (hi - lo) * c) }
+                        if hi < conv.kw { (dst + Swift.max(hi, lo) * c).update(repeating: 0, count: (conv.kw - Swift.max(hi, lo)) * c) }
                     }
                 }
             }
@@ -245,12 +244,17 @@ final class EmbeddingFrontEnd {
                             1, p, Int32(k), w.baseAddress, Int32(k), 0, output, Int32(conv.out))
             }
         }
-        let slope = self.slope, floor = self.floor
-        for r in 0..<m {
-            for c in 0..<conv.out {
-                var v = output[r * conv.out + c] + conv.bias[c]
-                if activate { v = Swift.max(v >= 0 ? v : v * slope, floor) }
-                output[r * conv.out + c] = v
+        // Bias and activation over contiguous rows, the branch outside the loops (so they vectorise).
+        let slope = self.slope, floor = self.floor, out = conv.out
+        conv.bias.withUnsafeBufferPointer { bias in
+            let b = bias.baseAddress!
+            for r in 0..<m {
+                let o = output + r &* out
+                if activate {
+                    for c in 0..<out { let v = o[c] + b[c]; o[c] = Swift.max(v >= 0 ? v : v * slope, floor) }
+                } else {
+                    for c in 0..<out { o[c] = o[c] + b[c] }
+                }
             }
         }
     }

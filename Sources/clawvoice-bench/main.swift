@@ -23,6 +23,9 @@ import Store
 import Talk
 import WakeWord
 
+// On a CPU newer than OpenBLAS's table, use the kernels it has (as the clawvoice executable does).
+BLASKernels.reexecIfGeneric()
+
 let args = CommandLine.arguments.dropFirst()
 let json = args.contains("--json")
 let rounds = args.firstIndex(of: "--rounds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 5

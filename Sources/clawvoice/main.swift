@@ -2,6 +2,8 @@
 
 import Foundation
 import NodeRuntime
+import WakeWord
 
+BLASKernels.reexecIfGeneric()
 let status = await CLI.main(Array(CommandLine.arguments.dropFirst()))
 exit(status)
