@@ -1,9 +1,10 @@
 // BLASKernels: makes Debian's OpenBLAS use the vector kernels this CPU has. OpenBLAS picks its
 // kernels from a table of CPU models when the library loads; a CPU newer than the table
 // (Debian 12's 0.3.21 does not know Sapphire Rapids, and a VM may hide the model) gets the
-// oldest x86-64 kernels ("Prescott", SSE3), which made the wake front end and heads take about
-// 1.6x the CPU here. The choice can only be made before the library loads, so the executable
-// re-runs itself once with OPENBLAS_CORETYPE set, from the CPU's own feature flags.
+// oldest x86-64 kernels ("Prescott", SSE3): the wake front end and heads then take about 1.7x
+// the CPU (`clawvoice-bench --wake-only`, with and without OPENBLAS_CORETYPE=Prescott). The
+// choice can only be made before the library loads, so the executable re-runs itself once with
+// OPENBLAS_CORETYPE set, from the CPU's own feature flags.
 
 import COpenBLAS
 
@@ -41,7 +42,6 @@ public enum BLASKernels {
     public static func reexecIfGeneric() {
         #if os(Linux) && arch(x86_64)
         let override = getenv("OPENBLAS_CORETYPE").map { String(cString: $0) }
-        guard coreName.lowercased() == "prescott", override == nil || override == "" else { return }
         guard let text = readSmallFile("/proc/cpuinfo"),
               let core = better(coreName: coreName, cpuFlags: cpuFlags(cpuinfo: text), override: override) else { return }
         setenv("OPENBLAS_CORETYPE", core, 1)

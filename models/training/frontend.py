@@ -129,8 +129,8 @@ class FrontEnd:
         x = np.concatenate([np.zeros(CONTEXT, np.asarray(audio).dtype), np.asarray(audio)])
         nch = (len(x) - CONTEXT) // CHUNK
         # In blocks of chunks: each chunk's 8 frames (and its top-dB floor) depend on its own
-        # samples only, and the frames of a 2-hour stream at once took 9 GB (make wake-model's
-        # validation stream was its memory peak).
+        # samples only, and the frames of a 2-hour stream at once were make wake-model's
+        # memory peak (12.7 GB in all; 4.4 GB since, models/README.md).
         return np.concatenate([self._mel_chunks(x, a, min(nch, a + MEL_BLOCK)) for a in range(0, nch, MEL_BLOCK)]
                               or [np.zeros((0, MELS), np.float32)])
 
