@@ -95,6 +95,9 @@ public enum ConnectionAction: Sendable, Equatable {
     case pairingRequired(PairingRequest)
     case retry(afterMs: Int64, reason: String)
     case paused(ConnectionProblem)
+    /// A rejection that is retried with backoff but that a person should hear about as what it
+    /// is (OPERATOR_ACCESS_DENIED); the `retry` that follows carries on as usual.
+    case refused(ConnectionProblem)
     /// The machine saw no event for this long: the process did not run, and the deadlines moved by as much.
     case clientStalled(ms: Int64)
 }
@@ -132,7 +135,8 @@ public struct ConnectionMachine: Sendable {
     /// socket, with a fresh challenge and signature) offers 3…3. Cleared when a session ends, so
     /// the following reconnect offers the full range again and an upgraded gateway gets v4.
     public private(set) var protocolFallback = false
-    /// Whether this role may fall back to protocol 3 (nodes only: operators need 4).
+    /// Whether this session may fall back to protocol 3. Both roles do since issue 26: on a
+    /// released-v3 gateway an operator session with less is better than none.
     public var allowsLegacyProtocol = true
     public private(set) var tickIntervalMs: Int64
     public var timing: ConnectionTiming
@@ -334,6 +338,16 @@ public struct ConnectionMachine: Sendable {
                                          reason: error.details?["reason"]?.stringValue, message: error.message)
             return [.closeSocket(code: 1000, reason: "pairing pending"), .pairingRequired(request)]
                 + wait(delay, nowMs: nowMs, reason: "waiting for pairing approval", pairing: true)
+        }
+        if detail == "OPERATOR_ACCESS_DENIED" || error.code == "OPERATOR_ACCESS_DENIED" {
+            // D9 (auth.md @0711ee47): signed in, but the gateway's operator access policy grants
+            // nothing yet. Not a credential problem: keep retrying with backoff, so access granted
+            // later applies without anyone touching this device.
+            let problem = ConnectionProblem(code: "OPERATOR_ACCESS_DENIED",
+                                            summary: "the gateway's access policy grants this device nothing yet (OPERATOR_ACCESS_DENIED)",
+                                            nextStep: "grant this device operator access in the gateway's access policy; clawvoice keeps retrying and picks it up by itself")
+            return [.closeSocket(code: 1000, reason: "access denied"), .refused(problem)]
+                + retryWithBackoff(nowMs: nowMs, random: random, reason: problem.summary)
         }
         switch detail {
         case "AUTH_DEVICE_TOKEN_MISMATCH":

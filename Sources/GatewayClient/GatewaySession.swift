@@ -35,6 +35,11 @@ public actor GatewaySession {
     private(set) var status: SessionStatus
     private var connectedWaiters: [CheckedContinuation<Void, Never>] = []
     private var lastSeq: Int64?
+    /// The operator's default Talk target for this connection; nil until resolved.
+    private var talkResolution: TalkTargetResolution?
+    private var targetPending = false
+    /// A retried rejection to name in the waiting status that follows (OPERATOR_ACCESS_DENIED).
+    private var notice: ConnectionProblem?
 
     public init(role: SessionRole, endpoint: GatewayEndpoint, credentials: GatewayCredentials, identity: DeviceIdentity,
                 instanceId: String, store: ClawStore, options: SessionOptions, commands: NodeCommandRegistry? = nil,
@@ -51,8 +56,8 @@ public actor GatewaySession {
         self.log = log
         self.onStatus = onStatus
         self.onEvent = onEvent
+        // Both roles fall back to 3…3 on a released-v3 gateway (issue 26).
         self.machine = ConnectionMachine(timing: options.timing)
-        self.machine.allowsLegacyProtocol = role == .node
         self.epoch = clock.now
         self.status = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .stopped, detail: "not started")
     }
@@ -96,6 +101,14 @@ public actor GatewaySession {
 
     public func currentStatus() -> SessionStatus { status }
     public func currentHello() -> HelloOk? { hello }
+    /// The operator's default Talk target, as resolved on this connection (nil: not yet, or the node).
+    public func talkTarget() -> TalkTargetResolution? { targetPending ? nil : talkResolution }
+    /// The session the node names when none was chosen: the resolved Talk target, else hello-ok's
+    /// main session; nil while the target is being resolved or when not connected.
+    public func defaultSessionKey() -> String? {
+        guard let hello, !targetPending else { return nil }
+        return talkResolution?.target?.sessionKey ?? hello.mainSessionKey
+    }
     public var isConnected: Bool { machine.phase == .connected }
 
     /// Waits until the session is connected, paused or stopped, or the timeout passes.
@@ -193,8 +206,18 @@ public actor GatewaySession {
                 try? store.deleteToken(gateway: endpoint.name, role: role.rawValue)
             case .pairingRequired(let req):
                 pairingRequired(req)
+            case .refused(let problem):
+                if status.code != problem.code { log.log(.warning, component, "\(problem.summary); \(problem.nextStep)") }
+                notice = problem
             case .retry(let ms, let reason):
-                if machine.isPairing || status.state == .pairing {
+                if let n = notice {
+                    notice = nil
+                    var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .waiting,
+                                          detail: "\(n.summary); retrying in \(formatSeconds(ms))")
+                    s.code = n.code
+                    s.nextStep = n.nextStep
+                    publish(s)
+                } else if machine.isPairing || status.state == .pairing {
                     // Stay quiet while waiting for approval: the request id was already shown.
                     log.log(.debug, component, "pairing: next try in \(formatSeconds(ms))")
                 } else {
@@ -344,14 +367,52 @@ public actor GatewaySession {
             try? store.clearBootstrapToken(gateway: endpoint.name)
             credentials.bootstrapToken = nil
         }
-        if let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
         forgetSharedSecretIfDone()
         log.log(.info, component, "connected (gateway \(h.serverVersion), protocol \(h.protocolVersion), tick \(formatSeconds(Int64(h.tickIntervalMs))))")
+        talkResolution = nil
+        notice = nil
+        guard role == .operator, options.resolveTalkTarget else {
+            targetPending = false
+            if !options.resolveTalkTarget, let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+            publishConnected(h)
+            return
+        }
+        // The default Talk target first (issue 26, D2), so "connected" comes with the session
+        // turns will name. A gateway without talk.config (or that refuses it) leaves the defaults.
+        targetPending = true
+        let asks = h.methods.isEmpty || h.methods.contains("talk.config")
+        let answer = asks ? try? send("talk.config", params: ["includeSecrets": false], timeoutMs: 5_000) : nil
+        let gen = generation
+        Task { [weak self] in
+            let config = try? await answer?.value()
+            await self?.finishTalkTarget(h, config: config, generation: gen)
+        }
+    }
+
+    private func finishTalkTarget(_ h: HelloOk, config: JSONValue?, generation gen: Int) {
+        guard gen == generation, machine.phase == .connected else { return }
+        let r = TalkTarget.resolve(talkConfig: config, mainSessionKey: h.mainSessionKey, capabilities: h.capabilities)
+        talkResolution = r
+        targetPending = false
+        switch r {
+        case .resolved(let t):
+            log.log(.info, component, "Talk target \(t.sessionKey) (from \(t.source.rawValue)\(t.gatewayTakesAgentId ? ", gateway takes agentId" : ""))")
+        case .invalid(let why):
+            log.log(.warning, component, "Talk target: \(why); turns go to the gateway's main session \(h.mainSessionKey ?? "main")")
+        }
+        if let key = defaultSessionKey() { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+        publishConnected(h)
+    }
+
+    private func publishConnected(_ h: HelloOk) {
         var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .connected,
-                              detail: "connected to \(endpoint.url)")
+                              detail: "connected to \(endpoint.url)\(h.protocolVersion == 3 ? " (protocol 3, degraded)" : "")")
         s.serverVersion = h.serverVersion
-        s.mainSessionKey = h.mainSessionKey
+        s.mainSessionKey = defaultSessionKey()
         s.connectedAtMs = connectedAtMs
+        s.protocolVersion = h.protocolVersion
+        let limits = SessionLimits.lines(role: role, hello: h, target: talkTarget())
+        s.limits = limits.isEmpty ? nil : limits
         publish(s)
     }
 

@@ -50,8 +50,22 @@ public actor LoopbackGateway {
         public var silenceTimeoutMs: Int? = nil
         /// tts.speak has no format parameter; this is what it returns.
         public var ttsSpeakFormat = "wav"
+        /// `talk.config`'s `talk.agentId` (nil: absent) and `session.mainKey` (D2).
+        public var talkAgentId: String? = nil
+        public var talkMainKey = "main"
+        /// hello-ok's `features.capabilities` (e.g. `talk-session-target-v1`); empty: the key is absent.
+        public var capabilities: [String] = []
+        /// A multi-agent gateway: a talk.* `sessionKey` that is the bare "main" has no owner and
+        /// is refused (D2, openclaw/openclaw#133958).
+        public var multiAgentTalk = false
+        /// Which `chat` deltas carry the cumulative `message` (D3).
+        public var deltaSnapshots: DeltaSnapshots = .every
         public init() {}
     }
+
+    /// D3: today's gateways put the cumulative `message` on every delta; the newest protocol
+    /// docs put it only on the first text frame of a run, later ones carry only `deltaText`.
+    public enum DeltaSnapshots: Sendable, Equatable { case every, firstOnly }
 
     /// The protocol the gateway speaks and how it refuses a range it cannot serve.
     public enum ProtocolMode: Sendable, Equatable {
@@ -147,6 +161,7 @@ public actor LoopbackGateway {
     private var forcedConnectErrors: [ErrorShape] = []
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
+    var deniedOperatorConnects = 0
     private let log: @Sendable (String) -> Void
 
     public init(configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }) {
@@ -644,6 +659,10 @@ public actor LoopbackGateway {
                 return
             }
         }
+        if let refusal = accessPolicyRefusal(role: p.role) {
+            reject(req, conn, refusal)
+            return
+        }
         let token = devices[device.id]!.tokens[p.role] ?? issueToken(device.id, role: p.role)
         var c = conn
         c.helloDone = true
@@ -657,7 +676,7 @@ public actor LoopbackGateway {
         let hello: JSONValue = [
             "type": "hello-ok", "protocol": .number(Double(helloProtocol)),
             "server": ["version": "loopback-1", "connId": .string("conn-\(conn.id.raw)")],
-            "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed"]],
+            "features": features,
             "snapshot": ["presence": [], "health": [:], "stateVersion": ["presence": 1, "health": 1],
                          "uptimeMs": .number(Double(Int64(Date().timeIntervalSince(startedAt) * 1000))),
                          "sessionDefaults": ["defaultAgentId": "main", "mainKey": "main", "mainSessionKey": .string(configuration.mainSessionKey)],

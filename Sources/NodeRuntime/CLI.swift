@@ -559,6 +559,7 @@ public enum CLI {
             guard let s = r["sessions"]?[role] else { continue }
             var line = "  \(role.padding(toLength: 9, withPad: " ", startingAt: 0)) \(s["state"]?.stringValue ?? "?"): \(s["detail"]?.stringValue ?? "")"
             if let next = s["nextStep"]?.stringValue { line += "\n            → \(next)" }
+            for limit in s["limits"]?.arrayValue?.compactMap(\.stringValue) ?? [] { line += "\n            ⚠ \(limit)" }
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }

@@ -107,6 +107,9 @@ enum DoctorCommand {
                         rf.state = s["state"]?.stringValue
                         rf.detail = s["detail"]?.stringValue
                         rf.nextStep = s["nextStep"]?.stringValue
+                        rf.code = s["code"]?.stringValue
+                        rf.protocolVersion = s["protocolVersion"]?.intValue.map(Int.init)
+                        rf.limits = s["limits"]?.arrayValue?.compactMap(\.stringValue) ?? []
                     }
                     f.roles[role] = rf
                 }

@@ -156,7 +156,7 @@ public enum PairingFlow {
                                commands: NodeCommands.registry(), log: linkLog, timing: timing)
         let shown = Mutex<Set<String>>([])
         link.onStatus { s in
-            let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")"
+            let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")|\(s.code ?? "")"
             guard shown.withLock({ $0.insert(key).inserted }) else { return }
             switch s.state {
             case .pairing where s.requestId != nil:
@@ -168,6 +168,10 @@ public enum PairingFlow {
                 say("\(s.role): paired and connected")
             case .paused:
                 break  // pair ends with this, once, on stderr
+            case .waiting where s.code != nil:
+                // A retried refusal with a name (OPERATOR_ACCESS_DENIED): say what the gateway said.
+                say("\(s.role): \(s.detail)")
+                if let next = s.nextStep { say("    \(next)") }
             case .waiting, .connecting, .stopped:
                 break
             }

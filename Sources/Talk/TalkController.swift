@@ -817,7 +817,8 @@ extension TalkController {
     /// Reads `talk.config` from the gateway: its `silenceTimeoutMs` wins over the local default.
     /// Gateways without the method (or without the key) leave the config as it is.
     public nonisolated func syncGatewayConfig() async {
-        guard let result = try? await channel.request("talk.config", params: [:], timeoutMs: 10_000) else { return }
+        // As the operator session asks it (issue 26): secrets are never wanted here.
+        guard let result = try? await channel.request("talk.config", params: ["includeSecrets": false], timeoutMs: 10_000) else { return }
         if let ms = result["config"]?["talk"]?["silenceTimeoutMs"]?.intValue, ms >= 200, ms <= 10_000 {
             await onLoop { await $0.applySilenceTimeout(Int(ms)) }
         }

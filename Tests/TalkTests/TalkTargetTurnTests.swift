@@ -1,0 +1,42 @@
+// Issue 26 end to end: a push-to-talk turn on a multi-agent loopback gateway with
+// `talk.agentId` set goes to the agent-scoped session the room node would pick (D2), the
+// transcription relay stays sessionless, and a reply whose later deltas carry no `message`
+// (D3) is spoken whole.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import LoopbackGateway
+import Talk
+import Testing
+
+extension TalkAudio {
+@Suite struct TalkTargetTurnTests {
+    @Test func `a spoken turn goes to agent:<talk.agentId>:<mainKey>, the relay names no session, every sentence is spoken`() async throws {
+        let rig = try await TalkRig.make {
+            $0.talkAgentId = "Work"
+            $0.talkMainKey = "desk"
+            $0.multiAgentTalk = true
+            $0.capabilities = [TalkTarget.capability]
+            $0.deltaSnapshots = .firstOnly
+        }
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.gateway.supplyTranscript("Plan the day. Then rest a while. And call home tonight.")
+        _ = try await rig.talk.start()
+        _ = try await rig.micPlayer.play(try Signal.speech("plan my day"))
+        let r = await rig.talk.stop()
+        #expect(r.status == .queued, "\(r)")
+        let create = try #require(await rig.gateway.requests(method: "talk.session.create").last)
+        #expect(create.params?["mode"] == "transcription")
+        #expect(create.params?["sessionKey"] == nil && create.params?["agentId"] == nil, "sessionless: \(String(describing: create.params))")
+        let send = try #require(await rig.gateway.requests(method: "chat.send").last)
+        #expect(send.params?["sessionKey"] == "agent:work:desk")
+        let stream = try #require(await rig.talk.lastReply)
+        await stream.done()
+        // The echo agent answers "You said: <transcript>" in three deltas; only the first carries `message`.
+        #expect(await stream.sentences == ["You said: Plan the day.", "Then rest a while.", "And call home tonight."])
+    }
+}
+}
