@@ -31,12 +31,18 @@ extension TalkAudio {
         let create = try #require(await rig.gateway.requests(method: "talk.session.create").last)
         #expect(create.params?["mode"] == "transcription")
         #expect(create.params?["sessionKey"] == nil && create.params?["agentId"] == nil, "sessionless: \(String(describing: create.params))")
+        // `queued` is answered as the turn leaves for chat.send (no outbox here): wait for it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await rig.gateway.requests(method: "chat.send").isEmpty || rig.talk.lastReply == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let send = try #require(await rig.gateway.requests(method: "chat.send").last)
         #expect(send.params?["sessionKey"] == "agent:work:desk")
-        let stream = try #require(await rig.talk.lastReply)
+        let stream = try #require(rig.talk.lastReply)
         await stream.done()
         // The echo agent answers "You said: <transcript>" in three deltas; only the first carries `message`.
-        #expect(await stream.sentences == ["You said: Plan the day.", "Then rest a while.", "And call home tonight."])
+        let sentences = await stream.sentences
+        #expect(sentences == ["You said: Plan the day.", "Then rest a while.", "And call home tonight."], "\(sentences)")
     }
 }
 }
