@@ -39,6 +39,15 @@ extension TalkAudio {
         let send = try #require(await rig.gateway.requests(method: "chat.send").last)
         #expect(send.params?["sessionKey"] == "agent:work:desk")
         let stream = try #require(rig.talk.lastReply)
+        // The stream's worker starts with its first sentence: wait for the run's end at the gateway
+        // and for the three sentences (or the deadline) before waiting for the speaking to finish.
+        let runId = send.params?["idempotencyKey"]?.stringValue ?? ""
+        while ContinuousClock.now < deadline + .seconds(20) {
+            let finished = await rig.gateway.isRunFinished(runId)
+            let count = await stream.sentences.count
+            if finished && count >= 3 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         await stream.done()
         // The echo agent answers "You said: <transcript>" in three deltas; only the first carries `message`.
         let sentences = await stream.sentences
