@@ -48,8 +48,8 @@ public enum CLI {
                   --token -                 read it from standard input (asked for, not echoed, on a terminal)
                   --password-file FILE      read the gateway's password from FILE
                   --password -              read it from standard input (asked for, not echoed, on a terminal)
-                  --token TOKEN, --password PASSWORD   also work, but other local users see them in `ps`
-                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD.
+                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD. A secret is never given as a
+                value on the command line (`--token VALUE` is refused): other local users would see it in `ps`.
                   --name NAME               what to call this gateway locally (default: its host); without a code
                                             or URL: the discovered gateway to pair with
                   --domain DOMAIN           also browse this wide-area DNS-SD domain (besides discovery.wideAreaDomain)
@@ -599,7 +599,7 @@ public enum CLI {
         case "list":
             let all = try store.gateways()
             if all.isEmpty {
-                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token TOKEN`.")
+                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token-file FILE`.")
                 return 0
             }
             for g in all {

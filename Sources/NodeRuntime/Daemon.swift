@@ -8,6 +8,7 @@ import GatewayProtocol
 import Store
 import Talk
 import WakeWord
+import WebSocketTransport
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.
@@ -51,21 +52,37 @@ public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
     try ClawStore(directory: paths.stateDir)
 }
 
-/// Picks the gateway to run against: the config's URL (kept in the store under its host name) or the active paired one.
-public func resolveActiveGateway(config: ClawConfig, store: ClawStore) throws -> GatewayRecord? {
-    if let url = config.gateway.url {
-        let name = GatewayNaming.name(for: url)
-        var record = try store.gateway(named: name) ?? GatewayRecord(name: name, url: url, addedAtMs: nowMs())
-        record.url = url
-        record.sharedToken = config.gateway.token ?? record.sharedToken
-        record.password = config.gateway.password ?? record.password
-        record.tlsFingerprint = config.gateway.tlsFingerprint ?? record.tlsFingerprint
-        record.allowInsecure = config.gateway.allowInsecure || record.allowInsecure
-        try store.upsertGateway(record)
-        try store.setActiveGateway(name: name)
-        return try store.gateway(named: name)
+/// The gateway for this run: with the config's `gateway.url`, the paired gateway at that URL
+/// (keeping its tokens) or, when none is, one made for this run; else the active paired one.
+/// The config's token, password and pin apply to this run only: the stored gateways are never
+/// rewritten or re-activated. `remember` stores a gateway made from the config (not active and
+/// without the config's secrets) so the device tokens and queued turns of a daemon have a home.
+public func resolveActiveGateway(config: ClawConfig, store: ClawStore, remember: Bool = false) throws -> GatewayRecord? {
+    guard let url = config.gateway.url else { return try store.activeGateway() }
+    let parsed: WebSocketURL
+    do { parsed = try WebSocketURL(parsing: url) } catch {
+        throw ConfigError("gateway.url \"\(url)\" is not a gateway address (\(error)); write it as ws://HOST:18789 or wss://HOST:18789 "
+                          + "in the config (or CLAWVOICE_GATEWAY_URL), or remove it to use the paired gateway")
     }
-    return try store.activeGateway()
+    let stored = try store.gateways()
+    let same = stored.filter { GatewayNaming.sameAddress($0.url, url) }
+    var record: GatewayRecord
+    if let paired = same.first(where: \.isActive) ?? same.first {
+        record = paired
+    } else {
+        var name = GatewayNaming.name(for: url)
+        if stored.contains(where: { $0.name == name }) { name += " (config)" }
+        record = GatewayRecord(name: name, url: url, addedAtMs: nowMs())
+        if remember { try store.upsertGateway(record) }
+    }
+    if !parsed.secure && !parsed.isLoopback && !(config.gateway.allowInsecure || record.allowInsecure) {
+        throw ConfigError("gateway.url \(url) is unencrypted ws:// to \(parsed.host): use wss:// (with gateway.tlsFingerprint) or set gateway.allowInsecure")
+    }
+    record.sharedToken = config.gateway.token ?? record.sharedToken
+    record.password = config.gateway.password ?? record.password
+    record.tlsFingerprint = config.gateway.tlsFingerprint ?? record.tlsFingerprint
+    record.allowInsecure = config.gateway.allowInsecure || record.allowInsecure
+    return record
 }
 
 func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -76,6 +93,17 @@ public enum GatewayNaming {
         guard let c = URLComponents(string: url), let host = c.host, !host.isEmpty else { return "gateway" }
         if let p = c.port, p != 18789 { return "\(host):\(p)" }
         return host
+    }
+
+    /// The same gateway: scheme, host and port (default 18789) alike; case and a trailing slash aside.
+    public static func sameAddress(_ a: String, _ b: String) -> Bool {
+        func key(_ s: String) -> String? {
+            guard let c = URLComponents(string: s), let scheme = c.scheme?.lowercased(), let host = c.host?.lowercased() else { return nil }
+            let path = c.path.hasSuffix("/") ? String(c.path.dropLast()) : c.path
+            return "\(scheme)://\(host):\(c.port ?? 18789)\(path)"
+        }
+        guard let ka = key(a), let kb = key(b) else { return a == b }
+        return ka == kb
     }
 }
 
@@ -148,8 +176,8 @@ public final class NodeDaemon: Sendable {
         // One store for the life of the process: every part shares its one connection.
         store = try openStore(paths)
         (identity, instanceId) = try store.loadOrCreateIdentity()
-        guard let record = try resolveActiveGateway(config: config, store: store) else {
-            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
+        guard let record = try resolveActiveGateway(config: config, store: store, remember: true) else {
+            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
         self.operatorSession = operatorSession
@@ -181,6 +209,7 @@ public final class NodeDaemon: Sendable {
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
+        latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
         // Spoken notifications (config talk.speakNotifications); a passive one waits for the user to finish.
@@ -215,6 +244,8 @@ public final class NodeDaemon: Sendable {
     }
 
     private let activeName: Mutex<String>
+    /// The config as last read (SIGHUP reloads it): its gateway.url picks the gateway on a rebuild.
+    private let latestConfig: Mutex<ClawConfig>
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
     private let presses: AsyncStream<PTTKeyAction>
@@ -388,7 +419,7 @@ public final class NodeDaemon: Sendable {
                 await s.link.stop()
             }
             do {
-                if let record = try store.activeGateway() {
+                if let record = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store, remember: true) {
                     let next = makeScope(record)
                     scope.withLock { $0 = next }
                     current = next
@@ -524,9 +555,23 @@ public final class NodeDaemon: Sendable {
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
             bus.setCommands(c.events.commands)
             await speech.update(config: NodeDaemon.speechConfig(c))
+            latestConfig.withLock { $0 = c }
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {
             log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
+            return
+        }
+        // A new pairing, another gateway.url or a paused session: rebuild the gateway link.
+        do {
+            let wanted = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store)
+            let current = active.withLock({ $0 }) ? scope.withLock({ $0?.record }) : nil
+            let roles = [await link.node.currentStatus(), await link.operator.currentStatus()]
+            func address(_ r: GatewayRecord?) -> [String?] { [r?.name, r?.url, r?.tlsFingerprint, r.map { "\($0.allowInsecure)" }] }
+            if address(wanted) != address(current) || roles.contains(where: { $0.state != .connected }) {
+                switchSink.yield("SIGHUP")
+            }
+        } catch {
+            log.log(.error, "daemon", "SIGHUP: the gateway stays as it was: \(error)")
         }
     }
 

@@ -74,8 +74,7 @@ public enum PairingFlow {
                 }
             }
             guard let route = answered else {
-                let lines = failures.isEmpty ? ["no route of the setup code answered"] : failures
-                throw CLI.Failure(description: "nothing was paired: " + lines.joined(separator: "; "))
+                throw CLI.Failure(description: "nothing was paired, no route answered as a gateway: " + failures.joined(separator: "; "))
             }
             record = GatewayRecord(name: request.name ?? GatewayNaming.name(for: route), url: route, tlsFingerprint: pin,
                                    allowInsecure: request.allowInsecure, bootstrapToken: setup.bootstrapToken,
