@@ -81,6 +81,9 @@ public enum ConnectionEvent: Sendable, Equatable {
     case socketFailed(message: String, permanent: Bool)
     /// This attempt cannot start yet (the operator role waits for the node's token handoff).
     case deferred(reason: String)
+    /// This attempt cannot start at all until a person acts (e.g. a setup code that handed over
+    /// no operator token): pause with this problem.
+    case blocked(ConnectionProblem)
     /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs`.
     case poll
 }
@@ -243,6 +246,12 @@ public struct ConnectionMachine: Sendable {
         case (.deferred(let reason), .opening):
             return wait(timing.deferPollMs, nowMs: nowMs, reason: reason, pairing: true)
         case (.deferred, _):
+            return []
+
+        case (.blocked(let problem), .opening):
+            phase = .paused(problem)
+            return [.paused(problem)]
+        case (.blocked, _):
             return []
 
         case (.poll, _):

@@ -121,9 +121,10 @@ public enum PairingFlow {
         try store.upsertGateway(record)
         say("Device \(identity.deviceId) (\(config.node.displayName)) → gateway \(record.name) at \(record.url)")
 
-        // The sessions' own error lines would repeat, once per role, the one line pair ends with.
+        // The sessions' own error lines would repeat, once per role, the one line pair ends with;
+        // their info lines repeat what pair prints on stdout (both come back with --log-level debug).
         let linkLog = LogSink(minimum: log.minimum) { level, component, message in
-            if level == .error && component.hasPrefix("gateway[") { return }
+            if component.hasPrefix("gateway[") && (level == .error || (level == .info && log.minimum > .debug)) { return }
             log.log(level, component, message)
         }
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
