@@ -55,8 +55,9 @@ public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
 /// The gateway for this run: with the config's `gateway.url`, the paired gateway at that URL
 /// (keeping its tokens) or, when none is, one made for this run; else the active paired one.
 /// The config's token, password and pin apply to this run only: the stored gateways are never
-/// rewritten or re-activated. `remember` stores a gateway made from the config (not active and
-/// without the config's secrets) so the device tokens and queued turns of a daemon have a home.
+/// rewritten or re-activated. `remember` stores a gateway made from the config (without the
+/// config's secrets; active only if no gateway is) so a daemon's device tokens and queued turns
+/// have a home.
 public func resolveActiveGateway(config: ClawConfig, store: ClawStore, remember: Bool = false) throws -> GatewayRecord? {
     guard let url = config.gateway.url else { return try store.activeGateway() }
     let parsed: WebSocketURL
@@ -73,7 +74,11 @@ public func resolveActiveGateway(config: ClawConfig, store: ClawStore, remember:
         var name = GatewayNaming.name(for: url)
         if stored.contains(where: { $0.name == name }) { name += " (config)" }
         record = GatewayRecord(name: name, url: url, addedAtMs: nowMs())
-        if remember { try store.upsertGateway(record) }
+        if remember {
+            // Active only when none is: the first gateway of this store, never in another's place.
+            record.isActive = try store.activeGateway() == nil
+            try store.upsertGateway(record)
+        }
     }
     if !parsed.secure && !parsed.isLoopback && !(config.gateway.allowInsecure || record.allowInsecure) {
         throw ConfigError("gateway.url \(url) is unencrypted ws:// to \(parsed.host): use wss:// (with gateway.tlsFingerprint) or set gateway.allowInsecure")

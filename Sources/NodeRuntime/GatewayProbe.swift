@@ -11,16 +11,18 @@ import Glibc
 #endif
 
 enum GatewayProbe {
-    /// nil when an OpenClaw gateway answers at `url`; else the one line saying why not.
+    /// nil when an OpenClaw gateway answers at `url`; else the one line saying why not. A gateway
+    /// sends its challenge at once; `timeout` leaves room for a loaded machine, and the checks
+    /// after it (2 s each at most) keep the whole under 10 s.
     static func check(_ url: String, tlsFingerprint: String?, allowInsecure: Bool,
-                      timeout: Duration = .seconds(4)) async -> String? {
+                      timeout: Duration = .seconds(5)) async -> String? {
         let result = await look(url, tlsFingerprint: tlsFingerprint, allowInsecure: allowInsecure, timeout: timeout)
         if result == .gateway { return nil }
         let (host, port, secure) = PairDiagnosis.parts(url)
         var tcp: TCPResult?
         switch result {
         case .notConnected, .noAnswer, .closedBeforeOpen:
-            tcp = await tcpCheck(host: host, port: port, timeout: .seconds(3))
+            tcp = await tcpCheck(host: host, port: port, timeout: .seconds(2))
         default:
             break
         }
@@ -30,9 +32,9 @@ enum GatewayProbe {
             switch result {
             case .tlsFailed where secure:
                 // Only the challenge is read, nothing is sent: plain ws:// is safe to try here.
-                other = await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: timeout) == .gateway
+                other = await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: .seconds(2)) == .gateway
             case .closedBeforeOpen where !secure, .upgradeRefused where !secure, .noAnswer where !secure:
-                switch await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: timeout) {
+                switch await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: .seconds(2)) {
                 case .gateway, .certificate: other = true
                 default: other = false
                 }
