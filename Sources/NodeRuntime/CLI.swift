@@ -32,6 +32,9 @@ public enum CLI {
                 details: """
                 A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
                 oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
+                An address where no gateway answers ends within seconds with one line saying what was tried
+                and what to fix; nothing is stored until a gateway has answered. A running daemon is told
+                to use the new pairing at once.
                 Without a code, give the gateway URL and its shared token or password.
                 With neither, pair looks for gateways as `clawvoice discover` does (local. and
                 discovery.wideAreaDomain, for discovery.timeoutMs): one found is used (and said so); several are
