@@ -12,11 +12,12 @@ import Glibc
 
 enum GatewayProbe {
     /// nil when an OpenClaw gateway answers at `url`; else the one line saying why not. A gateway
-    /// sends its challenge at once; `timeout` leaves room for a loaded machine, and the checks
-    /// after it (2 s each at most) keep the whole under 10 s.
+    /// sends its challenge at once, but a loaded machine (or gateway) can be slow: the socket has
+    /// `open` to open, the challenge `challenge` from the start; the checks after a socket that
+    /// never opened take 2 s each at most, so the whole stays under 10 s.
     static func check(_ url: String, tlsFingerprint: String?, allowInsecure: Bool,
-                      timeout: Duration = .seconds(5)) async -> String? {
-        let result = await look(url, tlsFingerprint: tlsFingerprint, allowInsecure: allowInsecure, timeout: timeout)
+                      open: Duration = .seconds(5), challenge: Duration = .seconds(9)) async -> String? {
+        let result = await look(url, tlsFingerprint: tlsFingerprint, allowInsecure: allowInsecure, open: open, timeout: challenge)
         if result == .gateway { return nil }
         let (host, port, secure) = PairDiagnosis.parts(url)
         var tcp: TCPResult?
@@ -32,9 +33,9 @@ enum GatewayProbe {
             switch result {
             case .tlsFailed where secure:
                 // Only the challenge is read, nothing is sent: plain ws:// is safe to try here.
-                other = await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: .seconds(2)) == .gateway
+                other = await look(swapped, tlsFingerprint: nil, allowInsecure: true, open: .seconds(2), timeout: .seconds(2)) == .gateway
             case .closedBeforeOpen where !secure, .upgradeRefused where !secure, .noAnswer where !secure:
-                switch await look(swapped, tlsFingerprint: nil, allowInsecure: true, timeout: .seconds(2)) {
+                switch await look(swapped, tlsFingerprint: nil, allowInsecure: true, open: .seconds(2), timeout: .seconds(2)) {
                 case .gateway, .certificate: other = true
                 default: other = false
                 }
@@ -45,14 +46,16 @@ enum GatewayProbe {
         return PairDiagnosis.line(url: url, probe: result, tcp: tcp, otherScheme: other)
     }
 
-    /// One WebSocket connection to `url`: the first thing that decides what answers there.
-    static func look(_ url: String, tlsFingerprint: String?, allowInsecure: Bool, timeout: Duration) async -> ProbeResult {
+    /// One WebSocket connection to `url`: the first thing that decides what answers there. The
+    /// socket must open within `open` (the transport fails it after that), the challenge arrive
+    /// within `timeout`.
+    static func look(_ url: String, tlsFingerprint: String?, allowInsecure: Bool, open: Duration, timeout: Duration) async -> ProbeResult {
         let client: WebSocketClient
         do {
             var o = WebSocketClientOptions()
             o.tlsPinSHA256 = tlsFingerprint
             o.allowInsecureRemote = allowInsecure
-            o.connectTimeout = timeout
+            o.connectTimeout = open
             client = try WebSocketClient(url: try WebSocketURL(parsing: url), options: o)
         } catch {
             return .notConnected("\(error)")
@@ -84,8 +87,8 @@ enum GatewayProbe {
             }
         }
         client.close(code: 1000, reason: "probe")
-        let seconds = Int(timeout.components.seconds)
-        return decided ?? (opened.withLock { $0 } ? .silent(seconds: seconds) : .noAnswer(seconds: seconds))
+        let wasOpen = opened.withLock { $0 }
+        return decided ?? (wasOpen ? .silent(seconds: Int(timeout.components.seconds)) : .noAnswer(seconds: Int(open.components.seconds)))
     }
 
     /// A plain TCP connect to `host`:`port` (the first address), on a thread of its own: the

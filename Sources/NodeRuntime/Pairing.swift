@@ -29,10 +29,10 @@ public enum PairingFlow {
     /// Tries each route in order and returns the first whose gateway sends connect.challenge,
     /// or the one line per route saying why it did not.
     public static func probe(_ routes: [String], tlsFingerprint: String?, allowInsecure: Bool,
-                             timeout: Duration = .seconds(5), say: @Sendable (String) -> Void) async -> (route: String?, failures: [String]) {
+                             say: @Sendable (String) -> Void) async -> (route: String?, failures: [String]) {
         var failures: [String] = []
         for route in routes {
-            if let why = await GatewayProbe.check(route, tlsFingerprint: tlsFingerprint, allowInsecure: allowInsecure, timeout: timeout) {
+            if let why = await GatewayProbe.check(route, tlsFingerprint: tlsFingerprint, allowInsecure: allowInsecure) {
                 if routes.count > 1 { say("  \(why)") }
                 failures.append(why)
                 continue
