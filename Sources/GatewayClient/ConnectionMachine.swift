@@ -81,6 +81,9 @@ public enum ConnectionEvent: Sendable, Equatable {
     case socketFailed(message: String, permanent: Bool)
     /// This attempt cannot start yet (the operator role waits for the node's token handoff).
     case deferred(reason: String)
+    /// This attempt cannot start at all until a person acts (e.g. a setup code that handed over
+    /// no operator token): pause with this problem.
+    case blocked(ConnectionProblem)
     /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs`.
     case poll
 }
@@ -249,6 +252,12 @@ public struct ConnectionMachine: Sendable {
         case (.deferred, _):
             return []
 
+        case (.blocked(let problem), .opening):
+            phase = .paused(problem)
+            return [.paused(problem)]
+        case (.blocked, _):
+            return []
+
         case (.poll, _):
             let stalled = skipStall(nowMs).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
             return stalled + handlePoll(nowMs: nowMs, random: random)
@@ -393,13 +402,13 @@ public struct ConnectionMachine: Sendable {
         }
         switch detail {
         case "AUTH_TOKEN_MISSING", "AUTH_REQUIRED":
-            return p("the gateway requires a token", "pair again with `clawvoice pair --url URL --token TOKEN` (the gateway's auth token) or a setup code")
+            return p("the gateway requires a token", "pair again with `clawvoice pair --url URL --token-file FILE` (the gateway's auth token) or a setup code")
         case "AUTH_TOKEN_MISMATCH":
             return p("the gateway rejected the shared token", "set the right token (`gateway.token` or CLAWVOICE_GATEWAY_TOKEN) or pair again with a setup code")
         case "AUTH_TOKEN_NOT_CONFIGURED":
             return p("the gateway has no shared token configured", "pair with a setup code (`openclaw qr` on the gateway host) or use --password")
         case "AUTH_PASSWORD_MISSING", "AUTH_PASSWORD_MISMATCH", "AUTH_PASSWORD_NOT_CONFIGURED":
-            return p("the gateway rejected the password (\(detail))", "pair again with `clawvoice pair --url URL --password PASSWORD`")
+            return p("the gateway rejected the password (\(detail))", "pair again with `clawvoice pair --url URL --password-file FILE`")
         case "AUTH_BOOTSTRAP_TOKEN_INVALID":
             return p("the setup code was already used or has expired", "make a new one with `openclaw qr` on the gateway host and run `clawvoice pair CODE`")
         case "AUTH_SCOPE_MISMATCH":

@@ -242,6 +242,16 @@ public actor GatewaySession {
         if role == .operator, credentials.sharedToken == nil, credentials.password == nil,
            (try? store.token(gateway: endpoint.name, role: role.rawValue)) == nil {
             if credentials.bootstrapToken != nil {
+                if (try? store.gateway(named: endpoint.name))?.bootstrapToken == nil,
+                   (try? store.token(gateway: endpoint.name, role: SessionRole.node.rawValue)) != nil {
+                    // The node redeemed the code and no operator token came with it: waiting cannot help.
+                    perform(machine.handle(.blocked(ConnectionProblem(
+                        code: "NO_OPERATOR_TOKEN",
+                        summary: "the setup code paired the node only: the gateway handed over no operator token",
+                        nextStep: "add the operator role with `clawvoice pair --url \(endpoint.url) --token-file FILE` (the gateway's shared token), or use a setup code from a gateway that includes operator access")),
+                                               nowMs: nowMs))
+                    return
+                }
                 // The setup code is single-use and belongs to the node; its handoff brings the operator token.
                 setStatus(.pairing, "waiting for the node session to finish pairing")
                 perform(machine.handle(.deferred(reason: "waiting for node pairing"), nowMs: nowMs))

@@ -20,6 +20,9 @@ public actor LoopbackGateway {
         public var auth: AuthMode = .token("loopback-shared-token")
         /// Approve pairing requests at once (the demo); tests approve explicitly.
         public var autoApprove = false
+        /// Whether a setup code's bootstrap pairing hands over an operator token too (newer
+        /// gateways); false is a gateway whose codes pair the node only.
+        public var bootstrapHandsOverOperator = true
         public var tickIntervalMs = 15_000
         public var mainSessionKey = "agent:main:main"
         public var port = 0
@@ -640,10 +643,12 @@ public actor LoopbackGateway {
             // The node-pairing profile for node-host: approve the node and hand over an operator token too.
             bootstrapTokens.remove(auth.bootstrapToken!)
             devices[device.id]!.roles["node"] = []
-            devices[device.id]!.roles["operator"] = ["operator.read", "operator.write", "operator.talk"]
-            let opToken = issueToken(device.id, role: "operator")
-            deviceTokens.append(["deviceToken": .string(opToken), "role": "operator",
-                                 "scopes": ["operator.read", "operator.write", "operator.talk"], "issuedAtMs": .number(Double(now))])
+            if configuration.bootstrapHandsOverOperator {
+                devices[device.id]!.roles["operator"] = ["operator.read", "operator.write", "operator.talk"]
+                let opToken = issueToken(device.id, role: "operator")
+                deviceTokens.append(["deviceToken": .string(opToken), "role": "operator",
+                                     "scopes": ["operator.read", "operator.write", "operator.talk"], "issuedAtMs": .number(Double(now))])
+            }
         }
         if known!.platform != p.client.platform || known!.deviceFamily != (p.client.deviceFamily ?? "") {
             pairingRequired(req, conn, deviceId: device.id, role: p.role, scopes: p.scopes, reason: "metadata-upgrade")

@@ -32,6 +32,9 @@ public enum CLI {
                 details: """
                 A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
                 oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
+                An address where no gateway answers ends within seconds with one line saying what was tried
+                and what to fix; nothing is stored until a gateway has answered. A running daemon is told
+                to use the new pairing at once.
                 Without a code, give the gateway URL and its shared token or password.
                 With neither, pair looks for gateways as `clawvoice discover` does (local. and
                 discovery.wideAreaDomain, for discovery.timeoutMs): one found is used (and said so); several are
@@ -48,8 +51,8 @@ public enum CLI {
                   --token -                 read it from standard input (asked for, not echoed, on a terminal)
                   --password-file FILE      read the gateway's password from FILE
                   --password -              read it from standard input (asked for, not echoed, on a terminal)
-                  --token TOKEN, --password PASSWORD   also work, but other local users see them in `ps`
-                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD.
+                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD. A secret is never given as a
+                value on the command line (`--token VALUE` is refused): other local users would see it in `ps`.
                   --name NAME               what to call this gateway locally (default: its host); without a code
                                             or URL: the discovered gateway to pair with
                   --domain DOMAIN           also browse this wide-area DNS-SD domain (besides discovery.wideAreaDomain)
@@ -600,7 +603,7 @@ public enum CLI {
         case "list":
             let all = try store.gateways()
             if all.isEmpty {
-                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token TOKEN`.")
+                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token-file FILE`.")
                 return 0
             }
             for g in all {

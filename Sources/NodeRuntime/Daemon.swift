@@ -51,34 +51,6 @@ public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
     try ClawStore(directory: paths.stateDir)
 }
 
-/// Picks the gateway to run against: the config's URL (kept in the store under its host name) or the active paired one.
-public func resolveActiveGateway(config: ClawConfig, store: ClawStore) throws -> GatewayRecord? {
-    if let url = config.gateway.url {
-        let name = GatewayNaming.name(for: url)
-        var record = try store.gateway(named: name) ?? GatewayRecord(name: name, url: url, addedAtMs: nowMs())
-        record.url = url
-        record.sharedToken = config.gateway.token ?? record.sharedToken
-        record.password = config.gateway.password ?? record.password
-        record.tlsFingerprint = config.gateway.tlsFingerprint ?? record.tlsFingerprint
-        record.allowInsecure = config.gateway.allowInsecure || record.allowInsecure
-        try store.upsertGateway(record)
-        try store.setActiveGateway(name: name)
-        return try store.gateway(named: name)
-    }
-    return try store.activeGateway()
-}
-
-func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-
-public enum GatewayNaming {
-    /// `host` for the default port, else `host:port`.
-    public static func name(for url: String) -> String {
-        guard let c = URLComponents(string: url), let host = c.host, !host.isEmpty else { return "gateway" }
-        if let p = c.port, p != 18789 { return "\(host):\(p)" }
-        return host
-    }
-}
-
 /// What the daemon keeps for the active gateway: both sessions, the outbox and the transcript
 /// cache. Switching or forgetting a gateway replaces this in place; everything else runs on.
 final class GatewayScope: Sendable {
@@ -148,8 +120,8 @@ public final class NodeDaemon: Sendable {
         // One store for the life of the process: every part shares its one connection.
         store = try openStore(paths)
         (identity, instanceId) = try store.loadOrCreateIdentity()
-        guard let record = try resolveActiveGateway(config: config, store: store) else {
-            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
+        guard let record = try resolveActiveGateway(config: config, store: store, remember: true) else {
+            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
         self.operatorSession = operatorSession
@@ -181,6 +153,7 @@ public final class NodeDaemon: Sendable {
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
+        latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
         // Spoken notifications (config talk.speakNotifications); a passive one waits for the user to finish.
@@ -215,6 +188,8 @@ public final class NodeDaemon: Sendable {
     }
 
     private let activeName: Mutex<String>
+    /// The config as last read (SIGHUP reloads it): its gateway.url picks the gateway on a rebuild.
+    private let latestConfig: Mutex<ClawConfig>
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
     private let presses: AsyncStream<PTTKeyAction>
@@ -388,7 +363,7 @@ public final class NodeDaemon: Sendable {
                 await s.link.stop()
             }
             do {
-                if let record = try store.activeGateway() {
+                if let record = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store, remember: true) {
                     let next = makeScope(record)
                     scope.withLock { $0 = next }
                     current = next
@@ -524,9 +499,23 @@ public final class NodeDaemon: Sendable {
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
             bus.setCommands(c.events.commands)
             await speech.update(config: NodeDaemon.speechConfig(c))
+            latestConfig.withLock { $0 = c }
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {
             log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
+            return
+        }
+        // A new pairing, another gateway.url or a paused session: rebuild the gateway link.
+        do {
+            let wanted = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store)
+            let current = active.withLock({ $0 }) ? scope.withLock({ $0?.record }) : nil
+            let roles = [await link.node.currentStatus(), await link.operator.currentStatus()]
+            func address(_ r: GatewayRecord?) -> [String?] { [r?.name, r?.url, r?.tlsFingerprint, r.map { "\($0.allowInsecure)" }] }
+            if address(wanted) != address(current) || roles.contains(where: { $0.state != .connected }) {
+                switchSink.yield("SIGHUP")
+            }
+        } catch {
+            log.log(.error, "daemon", "SIGHUP: the gateway stays as it was: \(error)")
         }
     }
 

@@ -233,7 +233,7 @@ public enum Doctor {
                     out.append(DoctorCheck("pairing-\(role)", true, "\(role): paired (device token stored)\(r.state.map { ", daemon says \($0)" } ?? "")"))
                 } else {
                     out.append(DoctorCheck("pairing-\(role)", false, "\(role): not paired with \(name)",
-                                           fix: "clawvoice pair <setup-code> (or clawvoice pair --url \(url) --token TOKEN)"))
+                                           fix: "clawvoice pair <setup-code> (or clawvoice pair --url \(url) --token-file FILE)"))
                 }
             }
         } else {

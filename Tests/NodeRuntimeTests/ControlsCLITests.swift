@@ -74,7 +74,7 @@ import Glibc
         try await gateway.start()
         defer { Task { await gateway.stop() } }
         env.extra["PULSE_SERVER"] = pulse.server
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "controls-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "controls-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
         var daemon = try await startDaemon(env)
 

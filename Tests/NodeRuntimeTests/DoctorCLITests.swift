@@ -58,7 +58,7 @@ import WebSocketTransport
         #expect(ok(b, "daemon") == false && ok(b, "espeak-voice") == true && ok(b, "wake-models") == true && ok(b, "disk") == true, "\(before)")
 
         // A gateway that is gone: one ✗ line naming it, in the text form.
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "doctor-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "doctor-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
         let daemon = try env.spawn(["run"])
         defer { daemon.signal(SIGTERM) }

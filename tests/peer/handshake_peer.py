@@ -272,7 +272,7 @@ async def released_v3(binary):
     old = OldGatewayPeer()
     async with serve(old.handler, "127.0.0.1", 0, origins=None) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        code, out = await run_node(binary, fresh_env(), ["pair", "--url", url, "--token", SHARED, "--timeout", "20"])
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "20"])
     check("released-v3 gateway: pair exits 0", code == 0, out[-400:])
     c = old.node_connects
     check("released-v3 gateway: exactly two node connects (3..4, then 3..3)", len(c) == 2
@@ -319,7 +319,7 @@ async def no_retry_on_auth_mismatch(binary):
                                       "details": {"code": "AUTH_TOKEN_MISMATCH", "expectedProtocol": 3}})
     async with serve(old.handler, "127.0.0.1", 0, origins=None) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        code, out = await run_node(binary, fresh_env(), ["pair", "--url", url, "--token", "wrong-token", "--timeout", "6"])
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN="wrong-token"), ["pair", "--url", url, "--timeout", "6"])
     check("AUTH_TOKEN_MISMATCH naming protocol 3: pair stops with exit 1", code == 1, out[-300:])
     check("AUTH_TOKEN_MISMATCH naming protocol 3: no 3..3 retry, no second connect", len(old.node_connects) == 1,
           [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in old.node_connects])
@@ -713,7 +713,7 @@ async def main(binary):
     async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
         port = server.sockets[0].getsockname()[1]
         url = f"ws://127.0.0.1:{port}"
-        code, out = await run_node(binary, env, ["pair", "--url", url, "--token", SHARED, "--timeout", "30"])
+        code, out = await run_node(binary, dict(env, CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "30"])
         check("pair exits 0 after both roles are approved", code == 0, out[-400:])
         check("pair printed the approve command for the node", "openclaw devices approve r_peer_node" in out, out[-400:])
         check("pair printed the approve command for the operator", "openclaw devices approve r_peer_operator" in out)
