@@ -212,6 +212,7 @@ public enum CLI {
         ListenCommand.command,
         ServiceCommand.command,
         DoctorCommand.command,
+        ForgetCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -470,6 +471,8 @@ public enum CLI {
             return try ServiceCommand.run(p, paths: paths, environment: environment, say: { say($0) })
         case "outbox":
             return try OutboxCommand.run(p, config: config, paths: paths, say: { say($0) })
+        case "forget":
+            return try ForgetCommand.run(p, paths: paths, say: { say($0) })
         case "send":
             return try OutboxCommand.send(p, config: config, paths: paths, say: { say($0) })
         case "ptt":

@@ -9,6 +9,12 @@ public struct ForgettableRows: Sendable, Equatable {
     public var cachedSessions: Int
     public var cachedMessages: Int
 
+    public init(queuedTurns: Int, cachedSessions: Int, cachedMessages: Int) {
+        self.queuedTurns = queuedTurns
+        self.cachedSessions = cachedSessions
+        self.cachedMessages = cachedMessages
+    }
+
     public var isEmpty: Bool { queuedTurns == 0 && cachedSessions == 0 && cachedMessages == 0 }
 }
 
