@@ -140,6 +140,7 @@ public enum CLI {
                 The config can run a command on each: events: { wake: "led on", listeningStopped: "led off" },
                 with CLAWVOICE_EVENT, CLAWVOICE_TS and each field as CLAWVOICE_<FIELD> (captureId →
                 CLAWVOICE_CAPTURE_ID) in its environment, as wyoming-satellite's --*-command flags do.
+                When the daemon stops or restarts, events says so on stderr and exits 1: a script can start it again.
 
                 Options:
                   --filter NAMES   only these events (comma-separated)
@@ -176,8 +177,9 @@ public enum CLI {
                 detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
                 listen captures from the microphone (PulseAudio), beside the daemon, and four times a second
                 shows the input level and each phrase's highest score, a star at or over its threshold: on a
-                terminal as a live bar redrawn in place, elsewhere as plain lines (level -31 dBFS  openclaw
-                0.02 ...). Each detection is the same JSON line as detect's. Ctrl-C (or --seconds) ends it.
+                terminal as a live bar redrawn in place, elsewhere as plain lines such as
+                  level  -31 dBFS  openclaw 0.02  claude 0.91 *
+                Each detection is the same JSON line as detect's. Ctrl-C (or --seconds) ends it.
                 Try it to see how far away and how loud a wake still works.
                 Phrases default to the gateway's defaults (openclaw, claude, computer); a phrase without a
                 trained model is named with the command that trains it: make wake-model TRIGGER="phrase".

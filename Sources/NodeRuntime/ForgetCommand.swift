@@ -16,7 +16,8 @@ enum ForgetCommand {
         usage: "clawvoice forget [--yes]",
         details: """
         Deletes, after you confirm:
-          recordings     captures kept under <stateDir>/voice-notes (only when talk.voiceNotes is on)
+          recordings     captures kept under <stateDir>/voice-notes (talk.voiceNotes; earlier builds
+                         kept the last 20 by default)
           transcripts    the cached chat history of every gateway (what `clawvoice history` shows offline)
           queued turns   turns in the outbox not yet sent, for every gateway: they will never be sent
         Pairing, the device identity, tokens and settings stay (`clawvoice gateways forget NAME` removes
