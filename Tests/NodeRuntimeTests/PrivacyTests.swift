@@ -152,8 +152,12 @@ private func onTerminal(_ env: CLIEnvironment, _ args: [String], typing input: S
         }
         let queued = try await env.run(["send", "a turn that must never leave"])
         #expect(queued.status == 0, "\(queued)")
+        let waiting = try await env.run(["outbox", "list"])
+        #expect(waiting.stdout.contains("a turn that must never leave"), "\(waiting)")
         let forgot = try await env.run(["forget", "--yes"])
-        #expect(forgot.status == 0 && forgot.stdout.contains("2 recordings, 1 queued turn"), "\(forgot)")
+        #expect(forgot.status == 0, "\(forgot)")
+        // The transcript cache may or may not have been filled before the gateway stopped.
+        #expect(forgot.stdout.hasPrefix("Forgot 2 recordings") && forgot.stdout.contains("1 queued turn"), "stdout: \(forgot.stdout.debugDescription) daemon: \(daemon.stderr.suffix(1500))")
         let list = try await env.run(["outbox", "list"])
         #expect(list.stdout.contains("the outbox is empty"), "\(list)")
         #expect(recordings(env).isEmpty)
