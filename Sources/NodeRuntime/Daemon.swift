@@ -47,6 +47,9 @@ public enum NodeCommands {
 }
 
 /// Opens the store, making sure the state directory exists with the right modes.
+/// Where recordings of captures go when talk.voiceNotes is on (`clawvoice forget` empties it).
+public func voiceNotesDirectory(stateDir: String) -> String { stateDir + "/voice-notes" }
+
 public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
     try ClawStore(directory: paths.stateDir)
 }
@@ -136,6 +139,16 @@ public final class NodeDaemon: Sendable {
         // `session use` is remembered per gateway; the talk loop persists each switch there.
         var talkConfig = NodeDaemon.talkConfig(config, stateDir: paths.stateDir)
         talkConfig.sessionKey = (try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey
+        // Recordings the settings no longer allow go at start, not only at the next capture; with
+        // recordings off, the ones an older version kept are pointed out (`clawvoice forget`).
+        let notesDir = voiceNotesDirectory(stateDir: paths.stateDir)
+        if config.talk.voiceNotes {
+            let gone = VoiceNotes.prune(directory: notesDir, keep: talkConfig.keepVoiceNotes,
+                                        maxAgeMs: talkConfig.voiceNotesMaxAgeMs, nowMs: nowMs())
+            if gone > 0 { log.log(.info, "talk", "removed \(gone) recording\(gone == 1 ? "" : "s") past talk.voiceNotesKeep/voiceNotesMaxAgeDays") }
+        } else if case let n = VoiceNotes.list(directory: notesDir).count, n > 0 {
+            log.log(.info, "talk", "\(n) recording\(n == 1 ? "" : "s") of earlier captures in \(notesDir) (talk.voiceNotes is off); `clawvoice forget` removes them")
+        }
         // What `mute` left: a muted node comes back muted (silently), already in its first status.
         talkConfig.startsMuted = (try? store.setting("muted")) == "1"
         let (store, activeGateway) = (self.store, Mutex<String>(record.name))
@@ -244,7 +257,9 @@ public final class NodeDaemon: Sendable {
         t.echoDelayMs = c.audio.echoDelayMs
         t.voiceDetector = c.audio.voiceDetector
         t.modelsDirectory = c.wake.modelsDirectory
-        t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
+        t.voiceNoteDirectory = c.talk.voiceNotes ? voiceNotesDirectory(stateDir: stateDir) : nil
+        t.keepVoiceNotes = c.talk.voiceNotesKeep
+        t.voiceNotesMaxAgeMs = Int64(c.talk.voiceNotesMaxAgeDays) * 86_400_000
         t.cues = c.sounds.cues
         return t
     }

@@ -26,9 +26,11 @@ public struct TalkConfig: Sendable, Equatable {
     public var preRollMs = 300
     public var opusBitrate = 20_000
     public var opusComplexity = 5
-    /// Where voice notes of recent captures are kept (nil: not written to disk).
+    /// Where recordings (voice notes) of recent captures are kept (nil, the default: not written
+    /// to disk), how many, and for how long (nil: no age limit).
     public var voiceNoteDirectory: String?
     public var keepVoiceNotes = 20
+    public var voiceNotesMaxAgeMs: Int64? = 7 * 86_400_000
     /// The chat session turns go to; nil means the gateway's main session.
     public var sessionKey: String?
     public var replyTimeoutMs: Int64 = 120_000
@@ -367,6 +369,7 @@ public actor TalkController {
             s.stopWords = m.stopWords
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
+            s.wake?.muted = m.muted
             s.muted = m.muted
         }
     }
@@ -577,8 +580,8 @@ public actor TalkController {
     }
 
     private var saveVoiceNote: @Sendable ([UInt8], String) -> Void {
-        let (dir, keep) = (config.voiceNoteDirectory, config.keepVoiceNotes)
-        return { note, id in VoiceNotes.save(note, id: id, directory: dir, keep: keep) }
+        let (dir, keep, maxAge) = (config.voiceNoteDirectory, config.keepVoiceNotes, config.voiceNotesMaxAgeMs)
+        return { note, id in VoiceNotes.save(note, id: id, directory: dir, keep: keep, maxAgeMs: maxAge) }
     }
 
     /// Puts the turn in the durable outbox (or sends it, without one); answers `delivered`.
@@ -886,21 +889,5 @@ extension TalkController {
     private func logWakeModels(_ w: WakeListener) {
         for m in w.missing { log.log(.warning, "wake", m.description) }
         if let e = w.loadError { log.log(.error, "wake", e) }
-    }
-}
-
-/// Voice notes of recent captures on disk, for debugging and re-sending; not an archive.
-enum VoiceNotes {
-    static func save(_ note: [UInt8], id: String, directory: String?, keep: Int) {
-        guard let dir = directory else { return }
-        let fm = FileManager.default
-        try? fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        _ = fm.createFile(atPath: dir + "/\(id).opus", contents: Data(note), attributes: [.posixPermissions: 0o600])
-        guard let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > keep else { return }
-        let dated = names.compactMap { n -> (String, Date)? in
-            guard let d = (try? fm.attributesOfItem(atPath: dir + "/" + n))?[.modificationDate] as? Date else { return nil }
-            return (n, d)
-        }.sorted { $0.1 < $1.1 }
-        for (n, _) in dated.prefix(names.count - keep) { try? fm.removeItem(atPath: dir + "/" + n) }
     }
 }
