@@ -16,7 +16,7 @@ APT_BUILD := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev libpulse-dev
 APT_TEST := python3 python3-venv python3-pip systemd pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \
   alsa-utils avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
 APT_DEMO := pulseaudio pulseaudio-utils
-APT_PACKAGE := dpkg-dev lintian debootstrap
+APT_PACKAGE := dpkg-dev lintian debootstrap espeak-ng python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
@@ -24,7 +24,7 @@ PEER_VENV := tests/peer/.venv
 FUZZ_SECONDS ?= 8
 FUZZ_LONG_RUNS ?= 1000000
 
-.PHONY: build deps deps-build deps-demo deps-package test demo peer-test fuzz fuzz-long release clean help soak bench install uninstall install-test
+.PHONY: build deps deps-build deps-demo deps-package deb deb-depends package-test test demo peer-test fuzz fuzz-long release clean help soak bench install uninstall install-test
 
 # make install: PREFIX defaults to ~/.local (sudo make install PREFIX=/usr/local works too).
 # INSTALL_BUILD=debug installs the debug build instead (the install test uses it, to skip a release build).
@@ -44,6 +44,7 @@ help:
 	@echo "make build   debug build;  make release: optimised build"
 	@echo "make install [PREFIX=~/.local]   the release binary, wake models, systemd user unit, example config; make uninstall"
 	@echo "              (installs only the runtime and build packages: APT_RUNTIME, APT_BUILD; make test adds APT_TEST)"
+	@echo "make deb     the Debian package clawvoice_<version>_<arch>.deb;  make package-test: install and run it in a clean Debian 12 root"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
@@ -138,6 +139,18 @@ uninstall:
 install-test: deps build
 	bash tests/install/install-test.sh
 
+# The Debian package: clawvoice_<version>_<arch>.deb here (packaging/build-deb.sh, docs/packaging.md).
+deb: deps-package
+	bash packaging/build-deb.sh
+
+# Rewrite packaging/runtime-depends from what the release binary links (make deb checks it).
+deb-depends: deps-package
+	bash packaging/build-deb.sh --update-depends
+
+# The .deb installed into a clean Debian 12 root made by debootstrap, then run there (needs root).
+package-test: deb
+	bash tests/package/package-test.sh
+
 bench: deps
 	swift run -c release $(SWIFT_FLAGS) clawvoice-bench
 
@@ -153,4 +166,4 @@ print-%:
 	@echo '$($*)'
 
 clean:
-	rm -rf .build $(PEER_VENV)
+	rm -rf .build $(PEER_VENV) clawvoice_*.deb
