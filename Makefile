@@ -96,7 +96,7 @@ peer-test: deps build $(PEER_VENV)/.ready
 fuzz: deps-build
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Every fuzz target for FUZZ_LONG_RUNS inputs each (the README's figures); long, so niced.
+# Every fuzz target for FUZZ_LONG_RUNS inputs each (docs/hardening.md's figures); long, so niced.
 fuzz-long: deps-build
 	nice -n 10 bash fuzz/run.sh --runs $(FUZZ_LONG_RUNS)
 
@@ -112,6 +112,7 @@ test: deps $(PEER_VENV)/.ready
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
 	bash tests/install/packages-test.sh
+	bash tests/install/readme-test.sh
 	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
 	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) $(SWIFT_FLAGS)
 
