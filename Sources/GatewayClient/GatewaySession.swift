@@ -28,7 +28,8 @@ public actor GatewaySession {
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
     private var pending: [String: PendingResponse] = [:]
-    private var invokes: [String: Task<Void, Never>] = [:]
+    /// Running invokes: their task, and the signal that tells the handler why it was cancelled.
+    private var invokes: [String: (task: Task<Void, Never>, signal: InvokeSignal)] = [:]
     private var pollTask: Task<Void, Never>?
     private var hello: HelloOk?
     private var connectedAtMs: Int64?
@@ -487,7 +488,7 @@ public actor GatewaySession {
     }
 
     private func cancelInvokes() {
-        for (_, t) in invokes { t.cancel() }
+        for (_, i) in invokes { i.signal.end(.disconnected); i.task.cancel() }
         invokes.removeAll()
     }
 
@@ -578,9 +579,10 @@ public actor GatewaySession {
             case GatewayEvent.nodeInvokeRequest where role == .node:
                 invoke(e.payload, generation: gen)
             case GatewayEvent.nodeInvokeCancel where role == .node:
-                if let c = NodeInvokeCancel(payload: e.payload), let task = invokes.removeValue(forKey: c.invokeId) {
+                if let c = NodeInvokeCancel(payload: e.payload), let running = invokes.removeValue(forKey: c.invokeId) {
                     log.log(.info, component, "invoke \(c.invokeId) cancelled by the gateway")
-                    task.cancel()
+                    running.signal.end(.cancelled)
+                    running.task.cancel()
                 }
             default:
                 onEvent(e)
@@ -614,29 +616,22 @@ public actor GatewaySession {
                                            error: NodeInvokeError(code: .invalidRequest, message: "no commands"))))), generation: gen)
             return
         }
-        let timeoutMs = request.timeoutMs ?? 30_000
+        // The answer leaves when the timeout says, not when the handler stops (InvokeLatch).
+        let signal = InvokeSignal()
         let task = Task { [weak self] in
-            let result: NodeInvokeResult = await withTaskGroup(of: NodeInvokeResult?.self) { group in
-                group.addTask { await commands.handle(request, nodeId: nodeId) }
-                if timeoutMs > 0 {
-                    group.addTask {
-                        try? await Task.sleep(for: .milliseconds(min(timeoutMs, Int64(Int32.max))))
-                        return Task.isCancelled ? nil : .failure(id: request.id, nodeId: nodeId,
-                            error: NodeInvokeError(code: .unavailable, message: "node invoke timed out"))
-                    }
-                }
-                var first: NodeInvokeResult?
-                for await r in group { if let r { first = r; break } }
-                group.cancelAll()
-                return first ?? .failure(id: request.id, nodeId: nodeId, error: NodeInvokeError(code: .unavailable, message: "invoke cancelled"))
-            }
-            await self?.finishInvoke(request, result, generation: gen)
+            await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
+                                  handler: { await commands.handle(request, nodeId: nodeId) },
+                                  answer: { [weak self] in await self?.finishInvoke(request, $0, generation: gen) })
+            await self?.invokeStopped(request.id, signal)
         }
-        invokes[request.id] = task
+        invokes[request.id] = (task, signal)
+    }
+
+    private func invokeStopped(_ id: String, _ signal: InvokeSignal) {
+        if invokes[id]?.signal === signal { invokes.removeValue(forKey: id) }
     }
 
     private func finishInvoke(_ request: NodeInvokeRequest, _ result: NodeInvokeResult, generation gen: Int) {
-        invokes.removeValue(forKey: request.id)
         if !result.ok { log.log(.info, component, "\(request.command) → \(result.error?.message ?? "failed")") }
         // Results go back only on the socket that received the request; a replaced socket's work is dropped.
         guard let params = try? JSONValue(encoding: result) else { return }
