@@ -491,7 +491,7 @@ async def operator_access_denied(binary):
     peer = AccessDeniedPeer(denials=2)
     async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        code, out = await run_node(binary, fresh_env(), ["pair", "--url", url, "--token", SHARED, "--timeout", "30"])
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "30"])
     t = peer.operator_times
     check("OPERATOR_ACCESS_DENIED: pair keeps retrying and finishes once access is granted", code == 0 and len(t) == 3,
           (code, len(t), out[-400:]))
