@@ -218,6 +218,7 @@ public enum CLI {
         ServiceCommand.command,
         DoctorCommand.command,
         ForgetCommand.command,
+        ConfigFiles.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -363,6 +364,8 @@ public enum CLI {
             print(help(p.command), terminator: "")
             return 0
         }
+        // Needs no config, so a broken one does not stop its example from being printed.
+        if p.command.name == ConfigFiles.command.name { return ConfigFiles.run(p) }
         do {
             let (config, paths) = try RuntimePaths.load(configFlag: p.configFlag, environment: environment)
             let log = LogSink.stderr(minimum: p.logLevel ?? config.log.level)

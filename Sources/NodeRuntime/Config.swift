@@ -8,7 +8,8 @@ import GatewayClient
 import GatewayProtocol
 import Talk
 
-/// The settings file, decoded. Every key has a default; `config/clawvoice.json5` documents them all.
+/// The settings file, decoded. Each field's initial value is its key's default; the settings table
+/// (ConfigSettings.swift) says what each key accepts, and the example file and docs are written from both.
 public struct ClawConfig: Sendable, Equatable {
     public struct Node: Sendable, Equatable {
         /// The name shown in `openclaw devices list` and `node.list`.
@@ -169,197 +170,42 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension ClawConfig {
-    /// The keys each section accepts and what they must be, for clear errors on typos.
-    static let schema: [String: [String: String]] = [
-        "node": ["displayName": "string", "modelIdentifier": "string?"],
-        "gateway": ["url": "string?", "token": "string?", "password": "string?", "tlsFingerprint": "string?",
-                    "allowInsecure": "bool", "operatorClient": "string", "keepSharedSecret": "bool"],
-        "log": ["level": "string"],
-        "control": ["socket": "string?"],
-        "audio": ["source": "string?", "sink": "string?", "preRollMs": "int:0:2000", "headset": "bool?", "echoCancel": "bool?",
-                  "echoDelayMs": "int:0:500", "voiceDetector": "string"],
-        "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
-                 "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool",
-                 "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
-                 "speakNotifications": "bool"],
-        "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
-                "volumeUpKey": "string?", "volumeDownKey": "string?"],
-        "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
-        "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
-        "discovery": ["wideAreaDomain": "string?", "timeoutMs": "int:200:60000"],
-        "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
-        // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.
-        "wake": ["enabled": "bool", "sensitivity": "number:0:1", "chime": "bool|string", "modelsDirectory": "string?"],
-        "outbox": ["*": "any"],
-    ]
-
-    /// Parses a config file's text. `file` is only used in messages.
+    /// Parses a config file's text. `file` is only used in messages. What each key accepts and
+    /// where it lands is the settings table's (ConfigSettings.swift).
     public static func parse(_ text: String, file: String) throws(ConfigError) -> ClawConfig {
         let root: JSONValue
         do { root = try JSON5.parse(text) } catch {
             throw ConfigError("\(file): \(error)")
         }
         guard let top = root.objectValue else { throw ConfigError("\(file): the config must be an object { … }") }
+        let table = settings
+        let topLevel = Dictionary(uniqueKeysWithValues: table.filter { $0.section.isEmpty }.map { ($0.key, $0) })
+        var bySection: [String: [String: ConfigSetting]] = [:]
+        for s in table where !s.section.isEmpty { bySection[s.section, default: [:]][s.key] = s }
         var c = ClawConfig()
         for (key, value) in top.sorted(by: { $0.key < $1.key }) {
-            if key == "stateDir" {
+            if let setting = topLevel[key] {
                 if value == .null { continue }
-                guard let s = value.stringValue else { throw ConfigError("\(file): stateDir must be a string") }
-                c.stateDir = s
+                guard value.stringValue != nil else { throw ConfigError("\(file): \(key) must be a string") }
+                try setting.apply(&c, value, file)
                 continue
             }
-            guard let section = schema[key] else {
-                throw ConfigError("\(file): unknown key '\(JSON5.shown(key))'\(suggest(key, Array(schema.keys) + ["stateDir"]))")
+            let reserved = reservedSections.contains(key)
+            guard let section = bySection[key] ?? (reserved ? [:] : nil) else {
+                let known = Array(bySection.keys) + reservedSections + Array(topLevel.keys)
+                throw ConfigError("\(file): unknown key '\(JSON5.shown(key))'\(suggest(key, known))")
             }
             guard let fields = value.objectValue else { throw ConfigError("\(file): '\(key)' must be an object") }
-            if section["*"] != nil { continue }
-            for (field, v) in fields.sorted(by: { $0.key < $1.key }) {
-                guard let type = section[field] else {
+            if reserved { continue }
+            // Every value is checked before any is applied, as a whole section is one decision.
+            let sorted = fields.sorted(by: { $0.key < $1.key })
+            for (field, v) in sorted {
+                guard let setting = section[field] else {
                     throw ConfigError("\(file): unknown key '\(JSON5.shown(key)).\(JSON5.shown(field))'\(suggest(field, Array(section.keys)))")
                 }
-                let path = "\(key).\(field)"
-                if v == .null {
-                    guard type.hasSuffix("?") else { throw ConfigError("\(file): '\(path)' cannot be null") }
-                    continue
-                }
-                switch type {
-                case "bool", "bool?":
-                    guard v.boolValue != nil else { throw ConfigError("\(file): '\(path)' must be true or false") }
-                case "bool|string":
-                    guard v.boolValue != nil || v.stringValue != nil else {
-                        throw ConfigError("\(file): '\(path)' must be true, false or a file path")
-                    }
-                case let t where t.hasPrefix("number:"):
-                    let bounds = t.split(separator: ":").dropFirst().compactMap { Double($0) }
-                    guard let n = v.doubleValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
-                        throw ConfigError("\(file): '\(path)' must be a number from \(bounds.first ?? 0) to \(bounds.last ?? 0)")
-                    }
-                case let t where t.hasPrefix("int:"):
-                    let bounds = t.split(separator: ":").dropFirst().compactMap { Int($0) }
-                    guard let n = v.intValue, bounds.count == 2, n >= bounds[0], n <= bounds[1] else {
-                        throw ConfigError("\(file): '\(path)' must be a whole number from \(bounds.first ?? 0) to \(bounds.last ?? 0)")
-                    }
-                default:
-                    guard v.stringValue != nil else { throw ConfigError("\(file): '\(path)' must be a string") }
-                }
+                try setting.check(v, file: file)
             }
-            func s(_ f: String) -> String? { fields[f]?.stringValue }
-            func i(_ f: String) -> Int? { fields[f]?.intValue.map(Int.init) }
-            switch key {
-            case "node":
-                if let v = s("displayName") {
-                    guard !v.trimmingCharacters(in: .whitespaces).isEmpty else { throw ConfigError("\(file): 'node.displayName' cannot be empty") }
-                    c.node.displayName = v
-                }
-                c.node.modelIdentifier = s("modelIdentifier")
-            case "gateway":
-                c.gateway.url = s("url")
-                c.gateway.token = s("token")
-                c.gateway.password = s("password")
-                if let fp = s("tlsFingerprint") {
-                    guard let n = TLSFingerprint.normalize(fp) else {
-                        throw ConfigError("\(file): 'gateway.tlsFingerprint' must be a SHA-256 fingerprint (64 hex digits)")
-                    }
-                    c.gateway.tlsFingerprint = n
-                }
-                c.gateway.allowInsecure = fields["allowInsecure"]?.boolValue ?? false
-                c.gateway.keepSharedSecret = fields["keepSharedSecret"]?.boolValue ?? false
-                if let oc = s("operatorClient") {
-                    guard ["cli", "openclaw-linux"].contains(oc) else {
-                        throw ConfigError("\(file): 'gateway.operatorClient' must be \"cli\" or \"openclaw-linux\"")
-                    }
-                    c.gateway.operatorClient = oc
-                }
-            case "log":
-                if let l = s("level") {
-                    guard let level = LogLevel(rawValue: l) else {
-                        throw ConfigError("\(file): 'log.level' must be one of debug, info, warning, error")
-                    }
-                    c.log.level = level
-                }
-            case "control":
-                c.control.socket = s("socket")
-            case "audio":
-                c.audio.source = s("source")
-                c.audio.sink = s("sink")
-                if let n = i("preRollMs") { c.audio.preRollMs = n }
-                c.audio.headset = fields["headset"]?.boolValue
-                c.audio.echoCancel = fields["echoCancel"]?.boolValue
-                if let n = i("echoDelayMs") { c.audio.echoDelayMs = n }
-                if let v = s("voiceDetector") {
-                    guard let d = VoiceDetectorChoice(rawValue: v) else {
-                        throw ConfigError("\(file): 'audio.voiceDetector' must be \"model\" or \"level\"")
-                    }
-                    c.audio.voiceDetector = d
-                }
-            case "talk":
-                if let n = i("silenceTimeoutMs") { c.talk.silenceTimeoutMs = n }
-                if let n = i("onceMaxMs") { c.talk.onceMaxMs = n }
-                if let n = i("captureMaxMs") { c.talk.captureMaxMs = n }
-                c.talk.sessionKey = s("sessionKey")
-                if let n = i("opusBitrate") { c.talk.opusBitrate = n }
-                if let n = i("opusComplexity") { c.talk.opusComplexity = n }
-                if fields["outputFormat"] != nil { c.talk.outputFormat = s("outputFormat") }
-                if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
-                if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
-                if let n = i("voiceNotesKeep") { c.talk.voiceNotesKeep = n }
-                if let n = i("voiceNotesMaxAgeDays") { c.talk.voiceNotesMaxAgeDays = n }
-                if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
-                if let n = i("followUpMs") { c.talk.followUpMs = n }
-                if let b = fields["stopWord"]?.boolValue { c.talk.stopWord = b }
-                if let n = fields["stopWordSensitivity"]?.doubleValue { c.talk.stopWordSensitivity = n }
-                if let b = fields["speakNotifications"]?.boolValue { c.talk.speakNotifications = b }
-            case "ptt":
-                c.ptt.device = s("device")
-                if let k = s("key") { c.ptt.key = k }
-                if let m = s("mode") {
-                    guard m == "hold" || m == "toggle" else { throw ConfigError("\(file): 'ptt.mode' must be \"hold\" or \"toggle\"") }
-                    c.ptt.mode = m
-                }
-                c.ptt.stopKey = s("stopKey")
-                c.ptt.muteKey = s("muteKey")
-                c.ptt.volumeUpKey = s("volumeUpKey")
-                c.ptt.volumeDownKey = s("volumeDownKey")
-            case "events":
-                for name in NodeEvents.names { if let cmd = s(name), !cmd.isEmpty { c.events.commands[name] = cmd } }
-            case "sounds":
-                for cue in TalkCue.allCases {
-                    if let b = fields[cue.rawValue]?.boolValue { c.sounds.cues[cue] = b ? .generated : .off }
-                    if let path = s(cue.rawValue) {
-                        let full = resolvePath(path, relativeTo: file)
-                        do { _ = try WakeChime.decode(full) } catch { throw ConfigError("\(file): 'sounds.\(cue.rawValue)': \(error.description)") }
-                        c.sounds.cues[cue] = .file(full)
-                    }
-                }
-            case "wake":
-                if let b = fields["enabled"]?.boolValue { c.wake.enabled = b }
-                if let n = fields["sensitivity"]?.doubleValue { c.wake.sensitivity = n }
-                if let b = fields["chime"]?.boolValue { c.wake.chime = b ? .generated : .off }
-                if let path = s("chime") {
-                    // Relative to the config file, like a user would write it next to it.
-                    let expanded = (path as NSString).expandingTildeInPath
-                    let full = expanded.hasPrefix("/") ? expanded
-                        : ((file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(expanded)
-                    do { _ = try WakeChime.decode(full) } catch { throw ConfigError("\(file): 'wake.chime': \(error.description)") }
-                    c.wake.chime = .file(full)
-                }
-                c.wake.modelsDirectory = s("modelsDirectory")
-            case "discovery":
-                if let d = s("wideAreaDomain") {
-                    // "local" is browsed anyway; anything else must look like a DNS name.
-                    let ok = d.split(separator: ".").allSatisfy { !$0.isEmpty && $0.count <= 63 && !$0.contains(" ") } && !d.isEmpty
-                    guard ok else { throw ConfigError("\(file): 'discovery.wideAreaDomain' must be a DNS domain such as \"openclaw.internal.\"") }
-                    c.discovery.wideAreaDomain = d
-                }
-                if let n = i("timeoutMs") { c.discovery.timeoutMs = n }
-            case "speech":
-                if let v = s("voice") { c.speech.voice = v }
-                if let n = i("rateWpm") { c.speech.rateWpm = n }
-                if let n = i("pitch") { c.speech.pitch = n }
-            default:
-                break
-            }
+            for (field, v) in sorted { try section[field]?.apply(&c, v, file) }
         }
         return c
     }

@@ -9,8 +9,23 @@ import GatewayClient
 import GatewayProtocol
 
 public enum NodeEvents {
-    public static let names = ["wake", "listeningStarted", "listeningStopped", "turnSent", "replyStarted", "replyFinished",
-                               "speaking", "stopWord", "error", "muted", "unmuted", "connected", "disconnected"]
+    /// Every event with its fields (the config's `events` section and its docs come from this list).
+    public static let catalog: [(name: String, fields: String)] = [
+        ("wake", "phrase, score"),
+        ("listeningStarted", "captureId, sessionKey, trigger (ptt|wake)"),
+        ("listeningStopped", "captureId, reason (ended|cancelled)"),
+        ("turnSent", "idempotencyKey, runId, sessionKey"),
+        ("replyStarted", "runId, sessionKey"),
+        ("replyFinished", "runId, sessionKey, state"),
+        ("speaking", "state (started|stopped)"),
+        ("stopWord", "score: \"stop\" stopped the speech"),
+        ("error", "message"),
+        ("muted", "no fields"),
+        ("unmuted", "no fields"),
+        ("connected", "role, gateway, detail"),
+        ("disconnected", "role, gateway, detail"),
+    ]
+    public static let names = catalog.map { $0.name }
 
     /// The JSON line: `{"event":NAME,"ts":ms,…fields}`.
     public static func line(_ name: String, _ fields: [String: String], ts: Int64) -> String {
