@@ -4,7 +4,6 @@ import PackageDescription
 
 let package = Package(
     name: "clawvoice",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "clawvoice", targets: ["clawvoice"]),
         .executable(name: "clawvoice-bench", targets: ["clawvoice-bench"]),
@@ -59,3 +58,9 @@ let package = Package(
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )
+
+// The Swift settings every Swift target is built with. ExistentialAny: an existential says `any`.
+// (MemberImportVisibility and InternalImportsByDefault wait until the module moves of issue 27 land.)
+for target in package.targets where target.type != .system && target.name != "CWebRTCAudio" {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("ExistentialAny")]
+}
