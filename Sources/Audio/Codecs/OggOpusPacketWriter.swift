@@ -1,15 +1,17 @@
-// The live uplink's Ogg Opus stream (RFC 7845), muxed here over libopus packets: libopusenc
-// resamples everything to 48 kHz first, which costs ~1.8× a bare encode at 16 kHz, and the
-// uplink encodes while the user speaks. Voice notes still go through libopusenc.
+// The live uplink's Ogg Opus stream (RFC 7845): libopus packets framed into Ogg pages by libogg.
+// Not libopusenc: it resamples everything to 48 kHz first, which costs ~1.8× a bare encode at
+// 16 kHz, and the uplink encodes while the user speaks. Voice notes still go through libopusenc.
 // Every call returns whole pages; all the calls of one stream concatenate to one valid file.
+internal import COgg
 
 /// Opus packets from `OpusVoiceEncoder`, framed into Ogg pages of about `pageMilliseconds`.
 public final class OggOpusPacketWriter {
     public let format: AudioFormat
     public let pageMilliseconds: Int
     private let encoder: OpusVoiceEncoder
-    private let serial: UInt32
-    private var sequence: UInt32 = 0
+    /// libogg's stream: lacing, page sequence numbers and checksums (freed in deinit).
+    private let stream = UnsafeMutablePointer<ogg_stream_state>.allocate(capacity: 1)
+    private var packetNumber: Int64 = 0
     private var granule: Int64 = 0
     private var pending: [[UInt8]] = []
     private var headersSent = false
@@ -23,9 +25,14 @@ public final class OggOpusPacketWriter {
         encoder = try OpusVoiceEncoder(sampleRateHz: sampleRateHz, channels: channels, bitrate: bitrate, complexity: complexity)
         format = AudioFormat(sampleRateHz: sampleRateHz, channels: channels)
         self.pageMilliseconds = max(20, pageMilliseconds)
-        self.serial = serial
+        ogg_stream_init(stream, Int32(bitPattern: serial))
         // Pre-skip is counted at 48 kHz whatever the input rate (RFC 7845 §4.2).
         preSkip = encoder.lookaheadSamples * 48_000 / sampleRateHz
+    }
+
+    deinit {
+        ogg_stream_clear(stream)
+        stream.deallocate()
     }
 
     /// Interleaved samples at `format`; returns the pages completed by them (possibly none).
@@ -53,7 +60,9 @@ public final class OggOpusPacketWriter {
     public func finish() throws(AudioCodecError) -> [UInt8] {
         guard !finished else { throw .finished }
         var out = headersSent ? [] : headers()
-        if !carry.isEmpty {
+        // Ogg marks the end on a page that carries a packet, so an end with nothing left to
+        // send gets one frame of silence, which the end granule below trims away again.
+        if !carry.isEmpty || pending.isEmpty {
             let frame = encoder.samplesPerFrame * format.channels
             carry += [Int16](repeating: 0, count: frame - carry.count)
             pending.append(try encoder.encode(carry[...]))
@@ -77,41 +86,31 @@ public final class OggOpusPacketWriter {
         return page([head], granule: 0, flags: 0x02) + page([tags], granule: 0, flags: 0)
     }
 
+    /// One page holding `packets`; the last carries `granule`; flags 0x04 ends the stream
+    /// (libogg marks the first page of the stream itself).
     private func page(_ packets: [[UInt8]], granule: Int64, flags: UInt8) -> [UInt8] {
-        var lacing: [UInt8] = []
-        for p in packets {
-            lacing += [UInt8](repeating: 255, count: p.count / 255)
-            lacing.append(UInt8(p.count % 255))
+        for (i, p) in packets.enumerated() {
+            var bytes = p
+            bytes.withUnsafeMutableBufferPointer { b in
+                let last = i == packets.count - 1
+                var op = ogg_packet(packet: b.baseAddress, bytes: b.count, b_o_s: packetNumber == 0 ? 1 : 0,
+                                    e_o_s: last && flags & 0x04 != 0 ? 1 : 0,
+                                    granulepos: last ? granule : -1, packetno: packetNumber)
+                _ = ogg_stream_packetin(stream, &op)  // copies the bytes
+            }
+            packetNumber += 1
         }
-        // Voice packets at ≤ 128 kb/s are far below the 255 × 255 bytes a page can hold.
-        var page: [UInt8] = Array("OggS".utf8) + [0, flags]
-        page += le64(UInt64(bitPattern: granule)) + le32(serial) + le32(sequence) + [0, 0, 0, 0]
-        page.append(UInt8(lacing.count))
-        page += lacing
-        for p in packets { page += p }
-        let crc = OggCRC.checksum(page)
-        page[22] = UInt8(crc & 0xff); page[23] = UInt8(crc >> 8 & 0xff)
-        page[24] = UInt8(crc >> 16 & 0xff); page[25] = UInt8(crc >> 24)
-        sequence += 1
-        return page
+        // Voice packets at ≤ 128 kb/s are far below the 255 × 255 bytes a page can hold, so one
+        // flush is one page; the loop only guards that.
+        var out: [UInt8] = []
+        var og = ogg_page()
+        while ogg_stream_flush(stream, &og) != 0 {
+            out += UnsafeBufferPointer(start: og.header, count: og.header_len)
+            out += UnsafeBufferPointer(start: og.body, count: og.body_len)
+        }
+        return out
     }
 
     private func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xff), UInt8(v >> 8)] }
     private func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(v >> (8 * $0) & 0xff) } }
-    private func le64(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(v >> (8 * UInt64($0)) & 0xff) } }
-}
-
-/// The Ogg page checksum: CRC-32, polynomial 0x04c11db7, not reflected, initial 0, no final xor.
-public enum OggCRC {
-    static let table: [UInt32] = (0..<256).map { i -> UInt32 in
-        var r = UInt32(i) << 24
-        for _ in 0..<8 { r = r & 0x8000_0000 != 0 ? (r << 1) ^ 0x04c1_1db7 : r << 1 }
-        return r
-    }
-
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0
-        for b in bytes { crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(b))] }
-        return crc
-    }
 }

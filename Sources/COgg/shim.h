@@ -1,0 +1,3 @@
+// COgg: libogg's framing (Ogg pages: lacing, sequence numbers, the page checksum).
+#pragma once
+#include <ogg/ogg.h>
