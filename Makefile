@@ -10,7 +10,7 @@ SHELL := /bin/bash
 # Test: the tests' peers, servers and tools, and what `make demo` runs (a private pulseaudio).
 # Package: `make deb` and `make package-test`.
 APT_RUNTIME := ca-certificates espeak-ng-data
-APT_BUILD := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev libpulse-dev libogg-dev libopus-dev libopusenc-dev libopusfile-dev \
+APT_BUILD := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev libpulse-dev libogg-dev libsndfile1-dev libopus-dev libopusenc-dev libopusfile-dev \
   libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev \
   libavahi-client-dev
 APT_TEST := python3 python3-venv python3-pip systemd pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \

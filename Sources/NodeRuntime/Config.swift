@@ -106,7 +106,7 @@ public struct ClawConfig: Sendable, Equatable {
     public struct Events: Sendable, Equatable {
         public var commands: [String: String] = [:]
     }
-    /// Feedback sounds: each true (generated), false (off) or a WAV/MP3/Ogg Opus file of at most 3 s.
+    /// Feedback sounds: each true (generated), false (off) or a sound file (WAV, FLAC, MP3, Ogg Opus…) of at most 3 s.
     public struct Sounds: Sendable, Equatable {
         public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated]
     }
@@ -130,7 +130,7 @@ public struct ClawConfig: Sendable, Equatable {
         /// 0…1; 0.5 uses each model's trained threshold, higher wakes more easily.
         public var sensitivity: Double = 0.5
         /// What plays when a wake word is heard: true (a generated two-tone chime), false, or a
-        /// WAV/MP3/Ogg Opus file of at most 3 s.
+        /// sound file (WAV, FLAC, MP3, Ogg Opus…) of at most 3 s.
         public var chime: WakeChime = .generated
         /// Where trained models live; nil: CLAWVOICE_MODELS_DIR, then models/ beside the build.
         public var modelsDirectory: String? = nil

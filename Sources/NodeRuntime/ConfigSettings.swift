@@ -29,7 +29,7 @@ extension ClawConfig {
                       note: "A shell command to run on each event (`clawvoice events` streams them all as JSON lines), with CLAWVOICE_EVENT, CLAWVOICE_TS and each field as CLAWVOICE_<FIELD> in its environment (captureId → CLAWVOICE_CAPTURE_ID). null: nothing runs. Not waited for; output is dropped. The comment after each names its fields.",
                       compact: true),
         ConfigSection(name: "sounds", purpose: "feedback sounds: a generated tone, off, or a file of at most 3 s",
-                      note: "Feedback sounds besides the wake chime (wake.chime): true plays a generated tone pattern, false is off, a string is a WAV/MP3/Ogg Opus file of at most 3 s (relative to this file). They never cut speech that is playing.",
+                      note: "Feedback sounds besides the wake chime (wake.chime): true plays a generated tone pattern, false is off, a string is a sound file of at most 3 s (WAV of any depth, FLAC, MP3, Ogg Opus…; relative to this file). They never cut speech that is playing.",
                       compact: true),
         ConfigSection(name: "speech", purpose: "the espeak-ng voice for on-device speech"),
         ConfigSection(name: "wake", purpose: "wake words"),
@@ -134,7 +134,7 @@ extension ClawConfig {
                   "Listen for the gateway's wake words (its list: voicewake.get, default openclaw, claude, computer). A word without a trained model is named in `clawvoice status` with the command that trains it: make wake-model TRIGGER=\"…\"."),
             .number("wake.sensitivity", \.wake.sensitivity, 0...1, "0.5 uses each model's trained threshold; higher wakes more easily."),
             .sound("wake.chime", \.wake.chime,
-                   "What plays when a wake word is heard: true (a short generated two-tone chime), false (nothing), or a WAV, MP3 or Ogg Opus file of at most 3 s (\"~/chime.wav\"; a relative path is read beside this file). The microphone never wakes on it."),
+                   "What plays when a wake word is heard: true (a short generated two-tone chime), false (nothing), or a sound file of at most 3 s (WAV of any depth, FLAC, MP3, Ogg Opus…: \"~/chime.wav\"; a relative path is read beside this file). The microphone never wakes on it."),
             .optionalString("wake.modelsDirectory", \.wake.modelsDirectory,
                             "Where models live; null: CLAWVOICE_MODELS_DIR, then models/ beside the build, then /usr/local/share/clawvoice/models."),
 

@@ -18,8 +18,8 @@ public enum WakeCommand {
     /// stderr with the command that trains them, and if none has a model it throws.
     ///
     /// - Parameters:
-    ///   - input: a 16-bit PCM WAV, 8–192 kHz, mono or stereo (downmixed and resampled to 16 kHz
-    ///     mono as it is read, block by block).
+    ///   - input: a sound file libsndfile reads (WAV of any depth or float, FLAC, AIFF, Ogg Vorbis…),
+    ///     8–192 kHz, mono or stereo (downmixed and resampled to 16 kHz mono as it is read, block by block).
     ///   - sensitivity: 0…1; 0.5 uses each model's trained threshold.
     /// - Returns: the exit status (0).
     public static func detect(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
@@ -41,8 +41,8 @@ public enum WakeCommand {
 
         // Streamed: the header is checked before any audio is read, then blocks of ~0.3 s are
         // downmixed, resampled and fed, so a long file costs one block of memory.
-        let reader: WAVStreamReader
-        do { reader = try WAVStreamReader(path: input, rates: Self.inputRates) } catch {
+        let reader: SoundFileReader
+        do { reader = try SoundFileReader(path: input, rates: Self.inputRates) } catch {
             let why: String
             switch error {
             case .empty: why = "the file is empty"

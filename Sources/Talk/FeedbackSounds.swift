@@ -1,5 +1,5 @@
 // The node's feedback sounds besides the wake chime: end of listening, error, mute and unmute.
-// Each is generated (short tone patterns), a user's file (WAV/MP3/Ogg Opus, at most 3 s, decoded
+// Each is generated (short tone patterns), a user's file (WAV, FLAC, MP3, Ogg Opus…, at most 3 s, decoded
 // as the wake chime is), or off.
 
 import Audio

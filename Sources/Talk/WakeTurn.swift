@@ -15,7 +15,7 @@ public enum WakeChime: Sendable, Equatable {
     case off
     /// Two short generated tones (WakeListener.chime()).
     case generated
-    /// A WAV, MP3 or Ogg Opus file of the user's.
+    /// A sound file of the user's: MP3, Ogg Opus, or anything libsndfile reads (WAV of any depth, FLAC…).
     case file(String)
 
     /// The sound to play, nil for `.off`. A file that cannot be read or decoded is one line in
@@ -43,7 +43,13 @@ public enum WakeChime: Sendable, Equatable {
             pcm = try ClipDecoder.decode([UInt8](data), outputFormat: nil, mimeType: nil,
                                          fileExtension: (path as NSString).pathExtension)
         } catch {
-            throw FileError(description: "wake chime \(path): \(error)")
+            // What the clip decoder refuses (24-bit or float WAV, FLAC, AIFF…) libsndfile may read;
+            // when it cannot either, the clip decoder's reason is the one shown. (A minute at most is
+            // read; the length check below then says how long it is.)
+            guard let read = try? SoundFileReader.decode(path: path, maxMilliseconds: 60_000) else {
+                throw FileError(description: "wake chime \(path): \(error)")
+            }
+            pcm = read
         }
         guard !pcm.isEmpty else { throw FileError(description: "wake chime \(path): no samples") }
         guard pcm.durationMilliseconds <= 3000 else {

@@ -1,7 +1,7 @@
 // WAVFile: RIFF/WAVE in Swift, both ways. Reads 16-bit PCM (1–2 channels, 8–192 kHz), including
 // WAVE_FORMAT_EXTENSIBLE and streamed files whose sizes were left as 0 or 0xFFFFFFFF; writes
 // the canonical 44-byte header. Everything else is refused with a line that says what it was.
-// WAVStreamReader reads the same files block by block, for inputs too long to hold whole.
+// Files a user hands the node are read by SoundFileReader (libsndfile) instead.
 
 import Foundation
 
@@ -10,8 +10,6 @@ public enum WAVFile {
     /// Rates accepted when reading, as for `pcm_` labels: outside them the header is broken or
     /// hostile (2000 bytes labelled 100 Hz would hold the speaker for 10 s), not speech.
     public static let sampleRates = 8_000...192_000
-    /// Highest rate accepted when reading; anything above is a broken header, not audio.
-    public static let maxSampleRateHz = 384_000
 
     /// A canonical 44-byte-header WAV of `pcm`.
     public static func encode(_ pcm: PCMBuffer) -> [UInt8] {
@@ -89,68 +87,6 @@ public enum WAVFile {
             throw .unsupported("WAV at \(rate) Hz; only \(sampleRates.lowerBound / 1000)–\(sampleRates.upperBound / 1000) kHz is played")
         }
         return AudioFormat(sampleRateHz: rate, channels: channels)
-    }
-}
-
-/// A 16-bit PCM WAV read block by block from a file: the header first, then the data chunk in
-/// pieces, so an hour of 48 kHz stereo costs one block of memory. One owner: not `Sendable`.
-public final class WAVStreamReader {
-    public let format: AudioFormat
-    private let handle: FileHandle
-    /// Data bytes left to read (nil: to the end of the file, for streamed WAVs).
-    private var remaining: Int?
-
-    /// Opens `path` and reads up to the start of its data chunk. `rates` bounds the sample
-    /// rate (a header outside it is refused before any data is read).
-    public init(path: String, rates: ClosedRange<Int> = 1...WAVFile.maxSampleRateHz) throws(ClipDecodeError) {
-        guard let h = FileHandle(forReadingAtPath: path) else { throw .corrupt(call: "open", reason: "no such file or not readable") }
-        handle = h
-        func read(_ n: Int) -> [UInt8] { [UInt8]((try? h.read(upToCount: n)) ?? Data()) }
-        let head = read(12)
-        guard !head.isEmpty else { throw .empty }
-        guard head.count == 12, head.ascii(0, 4) == "RIFF", head.ascii(8, 4) == "WAVE" else {
-            throw head.ascii(0, 4) == "RIFX" ? .unsupported("big-endian (RIFX) WAV") : .corrupt(call: "WAV parser", reason: "no RIFF/WAVE header")
-        }
-        var format: AudioFormat?
-        while true {
-            let chunk = read(8)
-            guard chunk.count == 8 else { throw .corrupt(call: "WAV parser", reason: format == nil ? "no fmt chunk" : "no data chunk") }
-            let id = chunk.ascii(0, 4), declared = chunk.le32(4)
-            if id == "data" {
-                guard let f = format else { throw .corrupt(call: "WAV parser", reason: "data chunk before fmt chunk") }
-                self.format = f
-                remaining = (declared == 0 || declared == 0xFFFF_FFFF) ? nil : declared
-                return
-            }
-            if id == "fmt " {
-                guard declared >= 16, declared <= 1024 else { throw .corrupt(call: "WAV parser", reason: "fmt chunk of \(declared) bytes") }
-                let body = read(declared + (declared & 1))
-                guard body.count >= 16 else { throw .corrupt(call: "WAV parser", reason: "fmt chunk of \(declared) bytes is too short") }
-                let f = try WAVFile.pcmFormat(body, at: 0, size: min(declared, body.count))
-                guard rates.contains(f.sampleRateHz) else {
-                    throw .unsupported("WAV at \(f.sampleRateHz) Hz; rates from \(rates.lowerBound) to \(rates.upperBound) Hz are read")
-                }
-                format = f
-            } else {
-                // Skip other chunks without reading them into memory.
-                let skip = UInt64(declared + (declared & 1))
-                guard let at = try? h.offset(), (try? h.seek(toOffset: at + skip)) != nil else {
-                    throw .corrupt(call: "WAV parser", reason: "chunk \(id) runs past the end")
-                }
-            }
-        }
-    }
-
-    deinit { try? handle.close() }
-
-    /// The next block of at most `frames` frames (interleaved samples); empty at the end.
-    public func next(frames: Int = 16_384) -> [Int16] {
-        var bytes = frames * format.bytesPerFrame
-        if let r = remaining { bytes = min(bytes, r) }
-        guard bytes > 0, let data = try? handle.read(upToCount: bytes), !data.isEmpty else { return [] }
-        let whole = data.count - data.count % format.bytesPerFrame
-        if let r = remaining { remaining = r - data.count }
-        return PCMBuffer(format: format, littleEndianBytes: [UInt8](data)[0..<whole]).samples
     }
 }
 
