@@ -427,7 +427,7 @@ public enum CLI {
             }
             if let t = p.flags["--timeout"] {
                 guard let s = Double(t), s > 0 else { throw UsageError(description: "pair: --timeout needs a number of seconds") }
-                r.timeout = .milliseconds(Int64(s * 1000))
+                r.timeout = .seconds(s)
             }
             if r.setupCode != nil && r.url != nil {
                 throw UsageError(description: "pair: give either a setup code or --url, not both")

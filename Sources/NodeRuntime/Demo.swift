@@ -168,7 +168,7 @@ public enum Demo {
         await node.talk.switchSession(to: "agent:main:demo-kitchen")
         let cut = await long.value
         let took = ContinuousClock.now - switchedAt
-        say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", Double(took.components.attoseconds) / 1e15 + Double(took.components.seconds) * 1000)) ms to stop)")
+        say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", took / .milliseconds(1))) ms to stop)")
         if let recording {
             let pcm = await recording.finish()
             let path = wavPath ?? FileManager.default.currentDirectoryPath + "/clawvoice-demo.wav"

@@ -122,8 +122,7 @@ public actor ReplyStream {
             currentStartedAt = ContinuousClock.now
             let report = await speech.play(prepared, generation: gen)
             if let start = currentStartedAt {
-                let elapsed = ContinuousClock.now - start
-                playedMs += Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+                playedMs += (ContinuousClock.now - start) / .milliseconds(1)
             }
             currentStartedAt = nil
             spoken.append(report)
@@ -146,7 +145,6 @@ public actor ReplyStream {
     /// Where playback is now, in ms of reply audio, for the barge-in prefix.
     public var positionMs: Double {
         guard let start = currentStartedAt else { return playedMs }
-        let e = ContinuousClock.now - start
-        return playedMs + Double(e.components.seconds) * 1000 + Double(e.components.attoseconds) / 1e15
+        return playedMs + (ContinuousClock.now - start) / .milliseconds(1)
     }
 }

@@ -272,9 +272,7 @@ public actor SpeechOutput {
 
     /// How much of a clip was heard when it was stopped: the time it played, at most its length.
     static func played(_ pcm: PCMBuffer, since began: ContinuousClock.Instant) -> Double {
-        let d = ContinuousClock.now - began
-        let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
-        return min(ms, pcm.durationMilliseconds)
+        min((ContinuousClock.now - began) / .milliseconds(1), pcm.durationMilliseconds)
     }
 
     private func stoppedReport() -> SpeechReport {
