@@ -1,5 +1,6 @@
-// libFuzzer target for the WAV reader of `clawvoice wake detect` (WakeCommand.readVoice: WAVFile,
-// down-mix, resample to 16 kHz), built with Audio's sources by fuzz/run.sh. Properties:
+// libFuzzer target for the WAV reader (WAVFile: gateway clips) followed by what `clawvoice wake
+// detect` does to its input (down-mix, resample to 16 kHz; the file itself is now read by
+// libsndfile), built with Audio's sources by fuzz/run.sh. Properties:
 //   * Reading never crashes; it gives 16 kHz mono or one error line.
 //   * The 16 kHz result is about as long as the input (within 10 ms plus the resampler's delay).
 

@@ -41,10 +41,10 @@ fi
 # the app runs (internal declarations included) with no change to any public API.
 protocol_sources=(Sources/GatewayProtocol/*.swift)
 audio_sources=($(find Sources/Audio -name '*.swift' | sort))
-audio_flags=(-I Sources/CPulse -I Sources/COpus -I Sources/COpusEnc -I Sources/COpusFile -I Sources/CMpg123
-             -I Sources/CEspeak -I Sources/CSpeexDSP)
+audio_flags=(-I Sources/CPulse -I Sources/COgg -I Sources/CSndFile -I Sources/COpus -I Sources/COpusEnc -I Sources/COpusFile
+             -I Sources/CMpg123 -I Sources/CEspeak -I Sources/CSpeexDSP)
 for f in $(pkg-config --cflags-only-I opus libmpg123); do audio_flags+=(-Xcc "$f"); done
-audio_libs=(-lpulse -lopus -lopusenc -lopusfile -lmpg123 -lespeak-ng -lspeexdsp)
+audio_libs=(-lpulse -logg -lsndfile -lopus -lopusenc -lopusfile -lmpg123 -lespeak-ng -lspeexdsp)
 
 sources_of() {
     case "$1" in
