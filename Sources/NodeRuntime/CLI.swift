@@ -170,14 +170,15 @@ public enum CLI {
                 the transcription relay is closed, speech stops within 50 ms, and late replies of the old
                 session are dropped. KEY looks like agent:main:kitchen (`clawvoice history` lists sessions).
                 """, flags: [:], maxPositionals: 2),
-        Command(name: "wake", abstract: "Check wake words: over a WAV file, or live from the microphone.",
+        Command(name: "wake", abstract: "Check wake words: over a sound file, or live from the microphone.",
                 usage: """
                 clawvoice wake detect --input FILE.wav [--phrases a,b] [--scores] [--sensitivity 0..1] [--models DIR]
                        clawvoice wake listen [--source NAME] [--seconds N] [--phrases a,b] [--sensitivity 0..1] [--models DIR]
                 """,
                 details: """
-                detect reads a 16-bit PCM WAV (8-192 kHz, mono or stereo) and prints one JSON line per
-                detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
+                detect reads a sound file (WAV of any depth or float, FLAC, AIFF, Ogg Vorbis…: what libsndfile
+                reads; 8-192 kHz, mono or stereo) and prints one JSON line per detection:
+                {"phrase":"openclaw","ms":1234,"score":0.97}.
                 listen captures from the microphone (PulseAudio), beside the daemon, and four times a second
                 shows the input level and each phrase's highest score, a star at or over its threshold: on a
                 terminal as a live bar redrawn in place, elsewhere as plain lines such as
