@@ -4,7 +4,7 @@
 // need the user's voice whole more than the last decibels of echo gone. This owns that path:
 // a partitioned-block frequency-domain adaptive filter (overlap-save, 64-sample blocks, NLMS per
 // bin normalised by the far end's power over the filter's span, 120 ms from the reference on: the
-// rooms' 40 ms and the configured 60 ms both inside) on a radix-2 FFT of its own.
+// rooms' 40 ms and the configured 60 ms both inside) on the code base's one FFT (Audio's ComplexFFT).
 //
 // Two filters: the background one adapts; the foreground one, whose error is the output, only
 // takes the background's coefficients when they have cancelled clearly better over the last
@@ -13,6 +13,7 @@
 // both hold still, so the output filter is the one from before the user spoke and passes their
 // voice untouched. (An NLMS step this large, left adapting, learns to cancel part of the user.)
 
+import Audio
 import Foundation
 
 /// One linear echo canceller for one 16 kHz mono stream: feed the far end and the microphone
@@ -25,7 +26,7 @@ public final class LinearEchoCanceller {
     public let partitions: Int
     let step: Float
     let holdBlocks: Int
-    private let fft = RadixTwoFFT(size: LinearEchoCanceller.fftSize)
+    private let fft = BlockFFT(size: LinearEchoCanceller.fftSize)
 
     // Far-end spectra, newest first from `head`: partition p is block (now − p).
     private let xr: UnsafeMutablePointer<Float>, xi: UnsafeMutablePointer<Float>
@@ -226,59 +227,27 @@ public final class LinearEchoCanceller {
     }
 }
 
-/// An in-place iterative radix-2 complex FFT of one power-of-two size (split real and imaginary
-/// arrays). `inverse` scales by 1/size.
-struct RadixTwoFFT {
-    let size: Int
-    private let cosines: [Float], sines: [Float]
-    private let reversed: [Int]
+/// The canceller's Float blocks through the code base's one FFT (Audio's ComplexFFT, in Double).
+final class BlockFFT {
+    private let fft: ComplexFFT
+    private var re: [Double], im: [Double]
 
     init(size: Int) {
-        precondition(size > 1 && size & (size - 1) == 0, "FFT size must be a power of two")
-        self.size = size
-        cosines = (0..<size / 2).map { Float(cos(2 * Double.pi * Double($0) / Double(size))) }
-        sines = (0..<size / 2).map { Float(-sin(2 * Double.pi * Double($0) / Double(size))) }
-        var bits = 0
-        while 1 << bits < size { bits += 1 }
-        reversed = (0..<size).map { i in
-            var r = 0
-            for b in 0..<bits where i & (1 << b) != 0 { r |= 1 << (bits - 1 - b) }
-            return r
-        }
+        fft = ComplexFFT(size: size)
+        re = [Double](repeating: 0, count: size)
+        im = [Double](repeating: 0, count: size)
     }
 
-    func forward(_ re: inout [Float], _ im: inout [Float]) { transform(&re, &im, sign: 1) }
+    func forward(_ r: inout [Float], _ i: inout [Float]) { run(&r, &i, inverse: false) }
+    func inverse(_ r: inout [Float], _ i: inout [Float]) { run(&r, &i, inverse: true) }
 
-    func inverse(_ re: inout [Float], _ im: inout [Float]) {
-        transform(&re, &im, sign: -1)
-        let s = 1 / Float(size)
-        for i in 0..<size { re[i] *= s; im[i] *= s }
-    }
-
-    private func transform(_ re: inout [Float], _ im: inout [Float], sign: Float) {
-        let n = size
-        re.withUnsafeMutableBufferPointer { r in
-            im.withUnsafeMutableBufferPointer { x in
-                for i in 0..<n {
-                    let j = reversed[i]
-                    if j > i { r.swapAt(i, j); x.swapAt(i, j) }
-                }
-                var len = 2
-                while len <= n {
-                    let half = len / 2, stride = n / len
-                    var start = 0
-                    while start < n {
-                        for t in 0..<half {
-                            let c = cosines[t * stride], s = sign * sines[t * stride]
-                            let a = start + t, b = a + half
-                            let tr = r[b] * c - x[b] * s, ti = r[b] * s + x[b] * c
-                            r[b] = r[a] - tr; x[b] = x[a] - ti
-                            r[a] += tr; x[a] += ti
-                        }
-                        start += len
-                    }
-                    len <<= 1
-                }
+    private func run(_ r: inout [Float], _ i: inout [Float], inverse: Bool) {
+        let n = fft.size
+        re.withUnsafeMutableBufferPointer { dr in
+            im.withUnsafeMutableBufferPointer { di in
+                for k in 0..<n { dr[k] = Double(r[k]); di[k] = Double(i[k]) }
+                if inverse { fft.inverse(dr, di) } else { fft.forward(dr, di) }
+                for k in 0..<n { r[k] = Float(dr[k]); i[k] = Float(di[k]) }
             }
         }
     }

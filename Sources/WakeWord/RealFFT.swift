@@ -1,6 +1,8 @@
-// RealFFT: the power spectrum of a real frame, radix-2, in Double. The feature extractor's
-// only use is 512 points every 10 ms, so it is written for that: an N/2-point complex FFT of
-// the even/odd samples packed as one complex sequence, then one split pass to the N/2+1 bins.
+// RealFFT: the power spectrum of a real frame, in Double. The feature extractor's only use is
+// 512 points every 10 ms, so it is written for that: the even/odd samples packed as one complex
+// sequence through Audio's ComplexFFT at half size, then one split pass to the N/2+1 bins.
+
+import Audio
 
 /// Power spectrum |X_k|² (k = 0 … N/2) of a real sequence of N samples, N a power of two ≥ 4.
 /// Holds its twiddles and scratch; one owner (not `Sendable`), no allocation per call.
@@ -8,9 +10,7 @@ final class RealFFT {
     /// Transform length N in samples.
     let size: Int
     private let half: Int
-    private let bitReverse: [Int]
-    /// cos/sin of -2πk/(N/2) for the complex stages, k < N/4.
-    private let stageCos: [Double], stageSin: [Double]
+    private let complex: ComplexFFT
     /// cos/sin of -2πk/N for the split pass, k ≤ N/2.
     private let splitCos: [Double], splitSin: [Double]
     private var re: [Double], im: [Double]
@@ -19,16 +19,8 @@ final class RealFFT {
         precondition(size >= 4 && size & (size - 1) == 0, "RealFFT: size \(size) is not a power of two ≥ 4")
         self.size = size
         half = size / 2
-        var bits = 0
-        while 1 << bits < half { bits += 1 }
-        bitReverse = (0..<half).map { i in
-            var r = 0
-            for b in 0..<bits where i & (1 << b) != 0 { r |= 1 << (bits - 1 - b) }
-            return r
-        }
+        complex = ComplexFFT(size: half)
         let h = half
-        stageCos = (0..<max(h / 2, 1)).map { cos(-2 * Double.pi * Double($0) / Double(h)) }
-        stageSin = (0..<max(h / 2, 1)).map { sin(-2 * Double.pi * Double($0) / Double(h)) }
         splitCos = (0...h).map { cos(-2 * Double.pi * Double($0) / Double(size)) }
         splitSin = (0...h).map { sin(-2 * Double.pi * Double($0) / Double(size)) }
         re = [Double](repeating: 0, count: h)
@@ -41,36 +33,12 @@ final class RealFFT {
         let h = half
         re.withUnsafeMutableBufferPointer { re in
             im.withUnsafeMutableBufferPointer { im in
-                // Pack z[n] = x[2n] + i·x[2n+1], in bit-reversed order for the in-place stages.
-                bitReverse.withUnsafeBufferPointer { rev in
-                    for n in 0..<h {
-                        let j = rev[n]
-                        re[j] = input[2 * n]
-                        im[j] = input[2 * n + 1]
-                    }
+                // Pack z[n] = x[2n] + i·x[2n+1] and transform it at half size.
+                for n in 0..<h {
+                    re[n] = input[2 * n]
+                    im[n] = input[2 * n + 1]
                 }
-                stageCos.withUnsafeBufferPointer { wc in
-                    stageSin.withUnsafeBufferPointer { ws in
-                        var len = 2
-                        while len <= h {
-                            let step = h / len
-                            let halfLen = len / 2
-                            var start = 0
-                            while start < h {
-                                for k in 0..<halfLen {
-                                    let c = wc[k * step], s = ws[k * step]
-                                    let a = start + k, b = a + halfLen
-                                    let tr = re[b] * c - im[b] * s
-                                    let ti = re[b] * s + im[b] * c
-                                    re[b] = re[a] - tr; im[b] = im[a] - ti
-                                    re[a] += tr; im[a] += ti
-                                }
-                                start += len
-                            }
-                            len <<= 1
-                        }
-                    }
-                }
+                complex.forward(re, im)
                 // Split: X[k] = E[k] + W^k·O[k], with E = (Z[k] + conj Z[h-k]) / 2 and
                 // O = (Z[k] - conj Z[h-k]) / 2i, Z[h] ≡ Z[0].
                 splitCos.withUnsafeBufferPointer { wc in
