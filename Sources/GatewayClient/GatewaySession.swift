@@ -1,5 +1,6 @@
 // One role's session to one gateway: owns its socket, its pending requests and its machine.
 
+import Synchronization
 import Foundation
 import GatewayProtocol
 import Store

@@ -55,7 +55,7 @@ public final class ControlSocketServer: @unchecked Sendable {
     private let fd: Int32
     private let handler: Handler
     private let streamer: Streamer?
-    private let stopped = LockedBox(false)
+    private let stopped = Locked(false)
     /// Admission state and the descriptor of each open connection, under one lock. A connection's
     /// own thread is the only one that closes its descriptor (after removing it here), so the
     /// accept loop can `shutdown` a shed one without racing a reuse of the number.
@@ -107,9 +107,9 @@ public final class ControlSocketServer: @unchecked Sendable {
     }
 
     private func acceptLoop() {
-        while !stopped.get() {
+        while !stopped.value {
             let c = acceptCloexec(fd)
-            if stopped.get() { if c >= 0 { close(c) }; return }
+            if stopped.value { if c >= 0 { close(c) }; return }
             if c < 0 {
                 let e = errno
                 lock.lock()
@@ -193,21 +193,22 @@ public final class ControlSocketServer: @unchecked Sendable {
             done.wait()
             return
         }
-        let box = LockedBox<JSONValue?>(nil)
+        let box = Locked<JSONValue?>(nil)
         let done = DispatchSemaphore(value: 0)
         let handler = self.handler
         Task {
-            box.set(await handler(request))
+            let response = await handler(request)
+            box.withLock { $0 = response }
             done.signal()
         }
         done.wait()
-        let response = box.get() ?? ["ok": false, "error": "no response"]
+        let response = box.value ?? ["ok": false, "error": "no response"]
         writeAll(c, ControlLine.responseLine(response) + "\n")
     }
 
     public func stop() {
-        guard !stopped.get() else { return }
-        stopped.set(true)
+        guard !stopped.value else { return }
+        stopped.withLock { $0 = true }
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)
         unlink(path)
@@ -363,13 +364,4 @@ extension ControlSocketClient {
         }
         return true
     }
-}
-
-/// A tiny lock box for values shared with the socket threads.
-final class LockedBox<T>: @unchecked Sendable {
-    private var value: T
-    private let lock = NSLock()
-    init(_ v: T) { value = v }
-    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
-    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
 }

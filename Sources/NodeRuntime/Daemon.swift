@@ -1,5 +1,6 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
+import Synchronization
 import Audio
 import Buttons
 import Foundation
@@ -92,7 +93,7 @@ public final class NodeDaemon: Sendable {
     public let notifications: NotificationSpeaker
     let button: PTTButtonService?
     let headsetKnown: Bool
-    private let operatorSession: Mutex<GatewaySession?>
+    private let operatorSession: Locked<GatewaySession?>
     /// Set in init and replaced on each switch; never nil after init.
     private let scope = Mutex<GatewayScope?>(nil)
     /// Whether a gateway is active (false after `gateways forget` of the active one).
@@ -105,7 +106,7 @@ public final class NodeDaemon: Sendable {
     /// `clawvoice events` subscribers and the config's event commands.
     let bus: EventBus
     /// Each role's last state, so connected/disconnected are published once per change.
-    private let roleStates = Mutex<[String: Bool]>([:])
+    private let roleStates = Locked<[String: Bool]>([:])
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -126,7 +127,7 @@ public final class NodeDaemon: Sendable {
         guard let record = try resolveActiveGateway(config: config, store: store, remember: true) else {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
-        let operatorSession = Mutex<GatewaySession?>(nil)
+        let operatorSession = Locked<GatewaySession?>(nil)
         self.operatorSession = operatorSession
         bus = EventBus(commands: config.events.commands, log: log)
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
@@ -151,7 +152,7 @@ public final class NodeDaemon: Sendable {
         }
         // What `mute` left: a muted node comes back muted (silently), already in its first status.
         talkConfig.startsMuted = (try? store.setting("muted")) == "1"
-        let (store, activeGateway) = (self.store, Mutex<String>(record.name))
+        let (store, activeGateway) = (self.store, Locked<String>(record.name))
         let talk = TalkController(channel: channel, speech: speech, config: talkConfig, log: log, outbox: nil,
                                   onSessionChange: { key in
                                       let gateway = activeGateway.withLock { $0 }
@@ -200,7 +201,7 @@ public final class NodeDaemon: Sendable {
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
     }
 
-    private let activeName: Mutex<String>
+    private let activeName: Locked<String>
     /// The config as last read (SIGHUP reloads it): its gateway.url picks the gateway on a rebuild.
     private let latestConfig: Mutex<ClawConfig>
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
@@ -446,7 +447,7 @@ public final class NodeDaemon: Sendable {
     /// Whether `body` finishes within `limit` (it keeps running either way).
     private func answers(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
         await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            let once = Mutex(false)
+            let once = Locked(false)
             let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
             Task { await body(); finish(true) }
             Task { try? await Task.sleep(for: limit); finish(false) }
@@ -613,7 +614,7 @@ public final class NodeDaemon: Sendable {
 
 /// The operator session, resolved after the link exists (the link needs the registry, the registry the controller).
 struct LateOperatorChannel: OperatorChannel {
-    let box: Mutex<GatewaySession?>
+    let box: Locked<GatewaySession?>
     func request(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> JSONValue {
         guard let s = box.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
         return try await s.request(method, params: params, timeoutMs: timeoutMs)

@@ -195,7 +195,7 @@ public enum Demo {
     /// Records the private speaker's monitor until `finish`.
     final class Recording: Sendable {
         let capture: PulseCapture
-        let samples = Mutex<[Int16]>([])
+        let samples = Locked<[Int16]>([])
         let task: Task<Void, Never>
         init(capture: PulseCapture) {
             self.capture = capture

@@ -129,7 +129,7 @@ public enum PairingFlow {
         }
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
                                commands: NodeCommands.registry(), log: linkLog, timing: timing)
-        let shown = Mutex<Set<String>>([])
+        let shown = Locked<Set<String>>([])
         link.onStatus { s in
             let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")|\(s.code ?? "")"
             guard shown.withLock({ $0.insert(key).inserted }) else { return }

@@ -10,6 +10,7 @@ import Audio
 import AudioFrontEnd
 import Foundation
 import GatewayClient
+import GatewayProtocol
 import WakeWord
 
 /// A module-loopback from `source` into `sink` on one PulseAudio server.
@@ -191,12 +192,12 @@ public struct RoomRecording: Sendable, Codable {
         defer { conn.close() }
         let capture = PulseCapture(connection: conn, source: microphone)
         try await capture.start()
-        let frames = Mutex<[CapturedFrame]>([])
+        let frames = Locked<[CapturedFrame]>([])
         let reader = Task { for await f in capture.frames { frames.withLock { $0.append(f) } } }
         try await Task.sleep(for: .milliseconds(500))
         let playback = PulsePlayback(connection: conn, sink: speakerSink)
         let handedAt = ContinuousClock.now
-        let done = Mutex(false)
+        let done = Locked(false)
         let playing = Task {
             defer { done.withLock { $0 = true } }
             return try await playback.play(PCMBuffer(format: .voice, samples: far), timeout: .seconds(10))

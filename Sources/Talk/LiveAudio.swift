@@ -2,6 +2,7 @@
 // as long as the daemon runs (so pre-roll and `ptt.start → first frame` cost nothing), its
 // frames delivered in order to the TalkController, and the playback sink for speech.
 
+import GatewayProtocol
 import Audio
 import Foundation
 import GatewayClient
@@ -53,7 +54,7 @@ public final class LiveAudio: Sendable {
     public let playback: PulsePlayback
     private let source: String?
     private let log: LogSink
-    private let state = Mutex<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
+    private let state = Locked<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
 
     /// `server`: a PulseAudio server string; nil means PULSE_SERVER or the default, as libpulse decides.
     public init(source: String?, sink: String?, server: String? = nil, log: LogSink) {

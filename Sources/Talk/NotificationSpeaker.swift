@@ -15,6 +15,7 @@
 // The invoke answers when the notification has been spoken. If the invoke is cancelled (or
 // times out) while the notification still waits in the queue, it is dropped unspoken.
 
+import Synchronization
 import Foundation
 import GatewayClient
 import GatewayProtocol

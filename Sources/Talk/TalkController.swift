@@ -5,6 +5,7 @@
 // the loop and posts its result back into the same inbox, so nothing races the machine and
 // nothing re-enters it while it is suspended. The public methods only post and wait.
 
+import Synchronization
 import Audio
 import Foundation
 import GatewayClient

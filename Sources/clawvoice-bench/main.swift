@@ -203,7 +203,7 @@ figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopTo
 let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
 let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor")
 try await tap.start()
-let heard = Mutex<[(ContinuousClock.Instant, Double)]>([])
+let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
 let reader = Task { for await f in tap.frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
 func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
 func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
