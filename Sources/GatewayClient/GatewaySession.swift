@@ -1,6 +1,5 @@
 // One role's session to one gateway: owns its socket, its pending requests and its machine.
 
-import Synchronization
 import Foundation
 import GatewayProtocol
 import Store
@@ -643,33 +642,5 @@ public actor GatewaySession {
     /// Sends a `node.event` (node role only).
     public func sendNodeEvent(_ event: String, payload: JSONValue) async throws -> JSONValue {
         try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
-    }
-}
-
-/// A response on its way: resolved once by the session, awaited by whoever sent the request.
-public final class PendingResponse: Sendable {
-    private let state = Mutex<(result: Result<JSONValue, any Error>?, waiters: [CheckedContinuation<JSONValue, any Error>])>((nil, []))
-    public init() {}
-
-    /// Settles the response (only the first call counts) and wakes whoever waits.
-    public func resolve(_ result: Result<JSONValue, any Error>) {
-        let waiters = state.withLock { s -> [CheckedContinuation<JSONValue, any Error>] in
-            guard s.result == nil else { return [] }
-            s.result = result
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        for w in waiters { w.resume(with: result) }
-    }
-
-    public func value() async throws -> JSONValue {
-        try await withCheckedThrowingContinuation { c in
-            let done = state.withLock { s -> Result<JSONValue, any Error>? in
-                if let r = s.result { return r }
-                s.waiters.append(c)
-                return nil
-            }
-            if let done { c.resume(with: done) }
-        }
     }
 }

@@ -55,10 +55,11 @@ public enum Demo {
         config.audio.sink = sink
         let paths = RuntimePaths(configFile: "", configExplicit: false, stateDir: dir, controlSocket: dir + "/control.sock")
         let node = try NodeDaemon(paths: paths, config: config, log: log, pulseServer: server)
-        try await node.start(controlSocket: false)
+        // The node's services run as a child of this scope; leaving it cancels and awaits them.
+        async let running: Void = node.run(controlSocket: false, signals: false)
         if case .failure(let s) = await node.link.waitForBoth(timeout: .seconds(20)) {
             say("Demo failed: \(s.role) is \(s.state.rawValue): \(s.detail)")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -68,7 +69,7 @@ public enum Demo {
         while node.audio.captureStatus != "running" && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         guard node.audio.captureStatus == "running" else {
             say("Demo failed: the microphone did not start (\(node.audio.captureStatus))")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -89,7 +90,7 @@ public enum Demo {
         let result = try await invoke.value
         guard result.ok, let payload = result.payload else {
             say("Demo failed: talk.ptt.once → \(result.error?.message ?? "no result")")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -104,7 +105,7 @@ public enum Demo {
         }
         guard let speech = await node.talk.lastSpeech else {
             say("Demo failed: no reply was spoken within 30 s")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -176,7 +177,8 @@ public enum Demo {
                 say("  what the speaker played is in \(path) (\(String(format: "%.2f", pcm.durationMilliseconds / 1000)) s)")
             }
         }
-        await node.stop()
+        node.stop()
+        try await running
         await gateway.stop()
         say("Done.")
         return 0

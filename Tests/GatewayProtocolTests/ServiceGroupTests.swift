@@ -23,9 +23,17 @@ private final class Gate: Sendable {
 
 private struct Boom: Error {}
 
-/// Waits until cancelled, then notes it.
+/// Polls until `condition` holds (the cooperative pool may be busy with other tests).
+private func eventually(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    #expect(condition())
+}
+
+/// Notes that it started, waits until cancelled, then notes that.
 private func untilCancelled(_ name: String, _ log: Locked<[String]>) -> ServiceGroup.Entry {
     ServiceGroup.Entry(name) {
+        log.withLock { $0.append("\(name) started") }
         while !Task.isCancelled { try? await Task.sleep(for: .seconds(60)) }
         log.withLock { $0.append("\(name) cancelled") }
     }
@@ -49,7 +57,7 @@ struct ServiceGroupTests {
             #expect(failed.name == "fails")
             #expect(failed.error is Boom)
         }
-        #expect(log.value.sorted() == ["a cancelled", "b cancelled"])
+        #expect(log.value.filter { $0.hasSuffix("cancelled") }.sorted() == ["a cancelled", "b cancelled"])
         #expect(ContinuousClock.now - start < .seconds(5))
     }
 
@@ -60,19 +68,18 @@ struct ServiceGroupTests {
         let reasons = Locked<[String]>([])
         let group = ServiceGroup([untilCancelled("a", log), untilCancelled("b", log),
                                   ServiceGroup.Entry("probe") { log.withLock { $0.append("probe done") } }],
-                                 gracePeriod: .seconds(5),
+                                 gracePeriod: .seconds(10),
                                  onShutdown: { why in reasons.withLock { $0.append(why) } },
                                  onOverdue: { names in overdue.withLock { $0.append(names) } })
         async let ran: Void = group.run()
-        try await Task.sleep(for: .milliseconds(100))
         // A service that returns on its own is done; the others keep running.
-        #expect(log.value == ["probe done"])
+        try await eventually { Set(log.value) == ["a started", "b started", "probe done"] }
         let asked = ContinuousClock.now
         group.triggerGracefulShutdown(reason: "test")
         group.triggerGracefulShutdown(reason: "twice")
         try await ran
-        #expect(ContinuousClock.now - asked < .seconds(3))
-        #expect(log.value.sorted() == ["a cancelled", "b cancelled", "probe done"])
+        #expect(ContinuousClock.now - asked < .seconds(10))
+        #expect(log.value.filter { !$0.hasSuffix("started") }.sorted() == ["a cancelled", "b cancelled", "probe done"])
         #expect(reasons.value == ["test"])
         #expect(overdue.value.isEmpty)
     }
@@ -85,20 +92,20 @@ struct ServiceGroupTests {
         let group = ServiceGroup([
             untilCancelled("polite", log),
             ServiceGroup.Entry("stubborn") { await gate.wait(); log.withLock { $0.append("stubborn ended") } },
-        ], gracePeriod: .milliseconds(300), onOverdue: { names in
+        ], gracePeriod: .seconds(2), onOverdue: { names in
             overdueAt.withLock { $0 = (.now, names) }
             gate.open()
         })
         async let ran: Void = group.run()
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually { log.value == ["polite started"] }
         let asked = ContinuousClock.now
         group.triggerGracefulShutdown()
         try await ran
         let (at, names) = try #require(overdueAt.value)
         #expect(names == ["stubborn"])
-        #expect(at - asked >= .milliseconds(300))
+        #expect(at - asked >= .seconds(2))
         // run() returned only after the stubborn service did: no task outlives the group.
-        #expect(log.value.sorted() == ["polite cancelled", "stubborn ended"])
+        #expect(log.value.sorted() == ["polite cancelled", "polite started", "stubborn ended"])
     }
 
     @Test("signals come as a stream: a handled one is not a shutdown, the next one is")
@@ -112,13 +119,13 @@ struct ServiceGroupTests {
                                  onShutdown: { why in reasons.withLock { $0.append(why) } })
         async let ran: Void = group.run()
         deliver.yield(SIGHUP)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(log.value.isEmpty, "SIGHUP was handled, not a shutdown")
+        try await eventually { seen.value == [SIGHUP] }
+        #expect(reasons.value.isEmpty, "SIGHUP was handled, not a shutdown")
         deliver.yield(SIGTERM)
         try await ran
         #expect(seen.value == [SIGHUP, SIGTERM])
         #expect(reasons.value == ["signal \(SIGTERM)"])
-        #expect(log.value == ["a cancelled"])
+        #expect(log.value == ["a started", "a cancelled"])
     }
 
     @Test("a service that ends the group by returning cancels the rest")
@@ -127,6 +134,6 @@ struct ServiceGroupTests {
         let group = ServiceGroup([untilCancelled("a", log),
                                   ServiceGroup.Entry("loop", endsGroup: true) { try await Task.sleep(for: .milliseconds(30)) }])
         try await group.run()
-        #expect(log.value == ["a cancelled"])
+        #expect(log.value.last == "a cancelled")
     }
 }

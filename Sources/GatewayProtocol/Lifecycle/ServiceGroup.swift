@@ -49,7 +49,7 @@ public final class ServiceGroup: Sendable {
     private let gracePeriod: Duration
     private let signals: AsyncStream<Int32>?
     private let onSignal: @Sendable (Int32) async -> Bool
-    private let onShutdown: @Sendable (String) -> Void
+    private let onShutdown: @Sendable (String) async -> Void
     private let onOverdue: @Sendable ([String]) -> Void
     private let events: AsyncStream<Event>
     private let sink: AsyncStream<Event>.Continuation
@@ -59,10 +59,11 @@ public final class ServiceGroup: Sendable {
     ///     running (the group itself keeps waiting for them: nothing is left behind).
     ///   - signals: delivered signal numbers (`SignalStream`); `onSignal` says whether one shuts
     ///     the group down (true) or was handled (false, e.g. SIGHUP's reload).
-    ///   - onShutdown: told why a shutdown began.
+    ///   - onShutdown: told why a shutdown began; the services are cancelled once it returns
+    ///     (it may still ask them to finish something), and the grace period counts from its start.
     public init(_ entries: [Entry], gracePeriod: Duration = .seconds(2), signals: AsyncStream<Int32>? = nil,
                 onSignal: @escaping @Sendable (Int32) async -> Bool = { _ in true },
-                onShutdown: @escaping @Sendable (String) -> Void = { _ in },
+                onShutdown: @escaping @Sendable (String) async -> Void = { _ in },
                 onOverdue: @escaping @Sendable ([String]) -> Void = { _ in }) {
         self.entries = entries
         self.gracePeriod = gracePeriod
@@ -104,8 +105,10 @@ public final class ServiceGroup: Sendable {
             func beginStop(_ why: String) {
                 guard !stopping else { return }
                 stopping = true
-                onShutdown(why)
-                stopSink.yield()
+                group.addTask { [onShutdown] in
+                    await onShutdown(why)
+                    stopSink.yield()
+                }
                 group.addTask { [gracePeriod, sink] in
                     try? await Task.sleep(for: gracePeriod)
                     if !Task.isCancelled { sink.yield(.overdue) }
