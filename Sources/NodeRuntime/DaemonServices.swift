@@ -181,11 +181,3 @@ extension NodeDaemon {
         }
     }
 }
-
-/// The control socket as a service: served until the group is cancelled, then closed.
-extension ControlSocketServer: Service {
-    public func run() async {
-        await untilCancelled()
-        stop()
-    }
-}
