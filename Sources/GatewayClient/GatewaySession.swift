@@ -28,6 +28,8 @@ public actor GatewaySession {
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
     private var pending: [String: PendingResponse] = [:]
+    /// Request deadlines, earliest first, checked on every poll tick (no sleeping task per request).
+    private var deadlines: [(atMs: Int64, id: String, method: String, ms: Int64)] = []
     /// Running invokes: their task, and the signal that tells the handler why it was cancelled.
     private var invokes: [String: (task: Task<Void, Never>, signal: InvokeSignal)] = [:]
     private var pollTask: Task<Void, Never>?
@@ -140,7 +142,12 @@ public actor GatewaySession {
     }
 
     private func poll() {
-        perform(machine.handle(.poll, nowMs: nowMs, random: Double.random(in: 0..<1)))
+        let now = nowMs
+        while let d = deadlines.first, d.atMs <= now {
+            deadlines.removeFirst()
+            pending.removeValue(forKey: d.id)?.resolve(.failure(GatewayRequestError.timedOut(method: d.method, ms: d.ms)))
+        }
+        perform(machine.handle(.poll, nowMs: now, random: Double.random(in: 0..<1)))
     }
 
     // MARK: requests
@@ -161,21 +168,14 @@ public actor GatewaySession {
         let limit = max(hello?.maxPayload ?? options.maxMessageBytes, 1024)
         if text.utf8.count > limit { throw GatewayRequestError.tooLarge(bytes: text.utf8.count, limit: limit) }
         let timeout = timeoutMs ?? options.requestTimeoutMs
-        let gen = generation
         let response = PendingResponse()
         pending[id] = response
         socket.send(.text(text))
         if timeout > 0 {
-            Task { [weak self] in
-                try? await Task.sleep(for: .milliseconds(timeout))
-                await self?.expire(id, method: method, ms: timeout, generation: gen)
-            }
+            let at = nowMs + timeout
+            deadlines.insert((at, id, method, timeout), at: deadlines.firstIndex { $0.atMs > at } ?? deadlines.endIndex)
         }
         return response
-    }
-
-    private func expire(_ id: String, method: String, ms: Int64, generation gen: Int) {
-        pending.removeValue(forKey: id)?.resolve(.failure(GatewayRequestError.timedOut(method: method, ms: ms)))
     }
 
     /// Fire-and-forget send on the current generation only.
@@ -484,6 +484,7 @@ public actor GatewaySession {
     private func failPending() {
         let all = pending
         pending.removeAll()
+        deadlines.removeAll()
         for (_, c) in all { c.resolve(.failure(GatewayRequestError.disconnected)) }
     }
 

@@ -84,10 +84,10 @@ public enum Demo {
         let recording = try await startRecording(tap)
 
         say("→ gateway invokes talk.ptt.once; saying \"\(message)\" into the microphone…")
-        let invoke = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        async let invoke = gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000)
         try await Task.sleep(for: .milliseconds(200))
         _ = try await mic.play(utterance)
-        let result = try await invoke.value
+        let result = try await invoke
         guard result.ok, let payload = result.payload else {
             say("Demo failed: talk.ptt.once → \(result.error?.message ?? "no result")")
             node.stop()
@@ -117,10 +117,10 @@ public enum Demo {
         await gateway.supplyTranscript(question)
         say("→ talk.ptt.once again; the relay is told it heard: \"\(question)\"")
         let firstReply = await node.talk.lastReply
-        let second = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        async let second = gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000)
         try await Task.sleep(for: .milliseconds(200))
         _ = try await mic.play(utterance)
-        _ = try await second.value
+        _ = try await second
         if let stream = await waitForReply(node.talk, after: firstReply, timeout: .seconds(30)) {
             let deadline = ContinuousClock.now + .seconds(30)
             while await !stream.isFinished && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
@@ -163,11 +163,11 @@ public enum Demo {
         }
 
         // 5. A session switch cuts a reply short.
-        let long = Task { await node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local) }
+        async let long = node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local)
         try await Task.sleep(for: .milliseconds(1200))
         let switchedAt = ContinuousClock.now
         await node.talk.switchSession(to: "agent:main:demo-kitchen")
-        let cut = await long.value
+        let cut = await long
         let took = ContinuousClock.now - switchedAt
         say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", Double(took.components.attoseconds) / 1e15 + Double(took.components.seconds) * 1000)) ms to stop)")
         if let recording {
