@@ -78,7 +78,7 @@ public actor GatewaySession {
         guard pollTask == nil else { return }
         setStatus(.connecting, "connecting to \(endpoint.url)")
         perform(machine.handle(.start, nowMs: nowMs))
-        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in
+        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in  // Unstructured: the poll tick lives from start() to stop() of an actor its callers start and stop without a group; stop() cancels it
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(interval))
                 await self?.poll()
@@ -282,7 +282,7 @@ public actor GatewaySession {
         }
         socket = client
         if status.state != .pairing { setStatus(.connecting, "connecting to \(endpoint.url)") }
-        Task { [weak self] in
+        Task { [weak self] in  // Unstructured: one reader per socket, replaced with it; next step: run() over one merged stream of socket events and ticks
             for await event in client.events {
                 await self?.socketEvent(event, generation: gen)
             }
@@ -394,7 +394,7 @@ public actor GatewaySession {
         let asks = h.methods.isEmpty || h.methods.contains("talk.config")
         let answer = asks ? try? send("talk.config", params: ["includeSecrets": false], timeoutMs: 5_000) : nil
         let gen = generation
-        Task { [weak self] in
+        Task { [weak self] in  // Unstructured: the Talk target's talk.config answer arrives after hello-ok is handled; a newer socket's generation drops it
             let config = try? await answer?.value()
             await self?.finishTalkTarget(h, config: config, generation: gen)
         }
@@ -619,7 +619,7 @@ public actor GatewaySession {
         }
         // The answer leaves when the timeout says, not when the handler stops (InvokeLatch).
         let signal = InvokeSignal()
-        let task = Task { [weak self] in
+        let task = Task { [weak self] in  // Unstructured: kept by invoke id so node.invoke.cancel and a lost socket can cancel it; the latch answers once
             await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
                                   handler: { await commands.handle(request, nodeId: nodeId) },
                                   answer: { [weak self] in await self?.finishInvoke(request, $0, generation: gen) })

@@ -202,6 +202,7 @@ public enum Demo {
         init(capture: PulseCapture) {
             self.capture = capture
             let samples = self.samples
+            // Unstructured: the demo's recording spans its steps until finish() stops the capture.
             task = Task { for await f in capture.frames { samples.withLock { $0 += f.pcm.samples } } }
         }
         func finish() async -> PCMBuffer {

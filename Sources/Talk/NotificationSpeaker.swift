@@ -101,12 +101,14 @@ public actor NotificationSpeaker {
             if case .cancelled = reason { ticket.cancelled.withLock { $0 = true } }
         }
         if note.interrupts {
+            // Unstructured: an interrupting notification outlives its invoke's answer (issue 27 item 4).
             Task {
                 continuation.yield(await self.deliver(note, ticket: ticket))
                 continuation.finish()
             }
         } else {
             let previous = tail
+            // Unstructured: the chain of passive notifications outlives each invoke (issue 27 item 4).
             tail = Task {
                 await previous?.value
                 continuation.yield(await self.deliver(note, ticket: ticket))
