@@ -100,24 +100,26 @@ extension NodeDaemon {
         let watchdog = notifier.watchdogMicroseconds
         let periodMs = Int64(watchdog.map { max($0 / 2_000, 100) } ?? 2_000)
         var state = SystemdState()
+        var probe = talk.probe()
         while !Task.isCancelled {
+            // A new probe only once the last was taken: a wedged loop holds one, not one a period.
+            if probe.isAnswered { probe = talk.probe() }
             let node = await link.node.currentStatus()
             let op = await link.operator.currentStatus()
             let facts = SystemdState.Facts(node: node.state.rawValue, nodeDetail: node.detail, operatorState: op.state.rawValue,
                                            microphone: audio.captureStatus, muted: talk.muted,
-                                           loopResponsive: await loopAnswers(within: .seconds(2)))
+                                           loopResponsive: await answered(probe, within: .seconds(2)))
             notifier.send(state.step(facts, watchdog: watchdog != nil))
             try? await Task.sleep(for: .milliseconds(periodMs))
         }
         notifier.send(["STOPPING=1"])
     }
 
-    /// Whether the talk loop answers a barrier within `limit`. Structured: while the loop is
-    /// wedged this waits on its one barrier (no task or inbox item piles up per period), and the
-    /// watchdog, not kicked, lets systemd restart the daemon.
-    private func loopAnswers(within limit: Duration) async -> Bool {
+    /// Whether the talk loop took `probe` within `limit`. Structured: both children end when
+    /// the first does (a wedged or ended loop stops being waited for), nothing piles up.
+    private func answered(_ probe: TalkController.Probe, within limit: Duration) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.talk.barrier(); return true }
+            group.addTask { await probe.answered() }
             group.addTask { try? await Task.sleep(for: limit); return false }
             let first = await group.next() ?? false
             group.cancelAll()
