@@ -10,6 +10,7 @@
 // C (libevdev, inotify, poll) stays inside this module: no C type is public. Buttons must not
 // touch audio, the gateway or the talk turn; it only reports what the key asked for.
 
+import Synchronization
 import Foundation
 
 /// Failures a caller of Buttons can act on. Each renders as one line that says what to do.
@@ -34,14 +35,10 @@ public enum ButtonsError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A lock-protected value shared between the reader thread and callers.
-final class LockedBox<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
+/// The key's status, written by the reader thread and read by `status`; it outlives each reader.
+final class PTTStatusBoard: Sendable {
+    private let state: Mutex<PTTButtonStatus>
+    init(_ status: PTTButtonStatus) { state = Mutex(status) }
+    func update<R>(_ body: (inout PTTButtonStatus) -> R) -> R { state.withLock { body(&$0) } }
+    var current: PTTButtonStatus { state.withLock { $0 } }
 }

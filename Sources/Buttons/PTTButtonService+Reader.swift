@@ -33,7 +33,7 @@ final class PTTReader {
     private var machine: PTTKeyMachine
     private let rescanInterval: Duration
     private let control: ReaderControl
-    private let status: LockedBox<PTTButtonStatus>
+    private let status: PTTStatusBoard
     private let onAction: @Sendable (PTTKeyAction) -> Void
 
     private var sources: [EventSource] = []
@@ -53,7 +53,7 @@ final class PTTReader {
     private var buffer = [UInt8](repeating: 0, count: 64 * InputEvent.byteCount)
 
     init(source: PTTButtonService.Source, keyCode: UInt16, mode: PTTKeyMachine.Mode, rescanInterval: Duration,
-         control: ReaderControl, status: LockedBox<PTTButtonStatus>,
+         control: ReaderControl, status: PTTStatusBoard,
          onAction: @escaping @Sendable (PTTKeyAction) -> Void) {
         self.source = source
         self.keyCode = keyCode
@@ -130,7 +130,7 @@ final class PTTReader {
         publish()
         if control.shouldStop {
             // stop() sets this too, but not after us when it was called from onAction.
-            status.withLock { $0.state = .stopped }
+            status.update { $0.state = .stopped }
         }
     }
 
@@ -237,7 +237,7 @@ final class PTTReader {
     private func publish() {
         let devices = sources.map(\.info)
         let state: PTTButtonStatus.State = finished ? .finished : (devices.isEmpty ? .waiting : .listening)
-        status.withLock {
+        status.update {
             $0.state = state
             $0.devices = devices
             $0.problems = problems

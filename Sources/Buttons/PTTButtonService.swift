@@ -1,6 +1,7 @@
 // Owns: the push-to-talk key's lifecycle: start and stop the reader thread, and share its
 // status. The reading itself is in PTTButtonService+Reader.swift.
 
+import Synchronization
 import Foundation
 
 /// Listens to a push-to-talk key on evdev devices (or replays a recorded event stream) and calls
@@ -34,8 +35,8 @@ public final class PTTButtonService: Sendable {
     /// How often devices are looked at again even without an inotify event: the fallback for a
     /// /dev/input that did not exist when the watch was set up, or a lost inotify event.
     let rescanInterval: Duration
-    let statusBox: LockedBox<PTTButtonStatus>
-    private let lifecycle = LockedBox<Lifecycle>(.idle)
+    let statusBox: PTTStatusBoard
+    private let lifecycle = Mutex<Lifecycle>(.idle)
 
     /// The reader thread's lifecycle. `stopping` keeps a `start()` that races a `stop()` from
     /// spawning a second reader before the first has exited.
@@ -67,7 +68,7 @@ public final class PTTButtonService: Sendable {
         self.onAction = onAction
         // poll(2) with a zero timeout would spin.
         self.rescanInterval = max(rescanInterval, .milliseconds(100))
-        statusBox = LockedBox(PTTButtonStatus(key: KeyCode.label(code), mode: mode, source: selection.description))
+        statusBox = PTTStatusBoard(PTTButtonStatus(key: KeyCode.label(code), mode: mode, source: selection.description))
     }
 
     /// Replays a recorded event stream (raw `struct input_event` records, as `cat
@@ -84,7 +85,7 @@ public final class PTTButtonService: Sendable {
         source = .recorded(path)
         self.onAction = onAction
         rescanInterval = .seconds(3)
-        statusBox = LockedBox(PTTButtonStatus(key: KeyCode.label(code), mode: mode, source: "recording \(path)"))
+        statusBox = PTTStatusBoard(PTTButtonStatus(key: KeyCode.label(code), mode: mode, source: "recording \(path)"))
     }
 
     deinit {
@@ -93,7 +94,7 @@ public final class PTTButtonService: Sendable {
 
     /// What the reader is doing now.
     public var status: PTTButtonStatus {
-        statusBox.withLock { $0 }
+        statusBox.current
     }
 
     /// Starts the reader thread. A no-op while it is running.
@@ -108,7 +109,7 @@ public final class PTTButtonService: Sendable {
             return true
         }
         guard installed else { return }
-        statusBox.withLock { $0.state = .starting }
+        statusBox.update { $0.state = .starting }
         let source = source, keyCode = keyCode, mode = mode, onAction = onAction
         let rescanInterval = rescanInterval, statusBox = statusBox
         let thread = Thread {
@@ -147,7 +148,7 @@ public final class PTTButtonService: Sendable {
         if !control.isReaderThread {
             control.finished.wait()
         }
-        statusBox.withLock {
+        statusBox.update {
             $0.state = .stopped
             $0.devices = []
         }
@@ -161,8 +162,8 @@ final class ReaderControl: Sendable {
     let wakeRead: Int32
     let wakeWrite: Int32
     let finished = DispatchSemaphore(value: 0)
-    private let stopRequested = LockedBox(false)
-    private let readerThread = LockedBox<pthread_t?>(nil)
+    private let stopRequested = Mutex(false)
+    private let readerThread = Mutex<pthread_t?>(nil)
 
     init() throws(ButtonsError) {
         var fds: [Int32] = [-1, -1]

@@ -30,6 +30,7 @@ public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
+// @unchecked: its mutable state is guarded by avahi's threaded poll lock, which the checker cannot see.
 public final class AvahiBrowser: @unchecked Sendable {
     public let events: AsyncStream<DiscoveryMachine.Input>
     private let continuation: AsyncStream<DiscoveryMachine.Input>.Continuation

@@ -31,13 +31,13 @@ public enum GatewayDiscovery {
         let browser = try AvahiBrowser(environment: environment)
         onConnected()
         defer { browser.close() }
-        let ticker = Task {
+        // The machine's clock: a child that leaving this scope cancels and awaits.
+        async let ticking: Void = {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(100))
                 browser.inject(.tick)
             }
-        }
-        defer { ticker.cancel() }
+        }()
         let clock = ContinuousClock()
         let t0 = clock.now
         func nowMs() -> Int64 { let d = clock.now - t0; return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000 }

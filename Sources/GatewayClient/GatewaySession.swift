@@ -28,6 +28,8 @@ public actor GatewaySession {
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
     private var pending: [String: PendingResponse] = [:]
+    /// Request deadlines, earliest first, checked on every poll tick (no sleeping task per request).
+    private var deadlines: [(atMs: Int64, id: String, method: String, ms: Int64)] = []
     /// Running invokes: their task, and the signal that tells the handler why it was cancelled.
     private var invokes: [String: (task: Task<Void, Never>, signal: InvokeSignal)] = [:]
     private var pollTask: Task<Void, Never>?
@@ -76,7 +78,7 @@ public actor GatewaySession {
         guard pollTask == nil else { return }
         setStatus(.connecting, "connecting to \(endpoint.url)")
         perform(machine.handle(.start, nowMs: nowMs))
-        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in
+        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in  // Unstructured: the poll tick lives from start() to stop() of an actor its callers start and stop without a group; stop() cancels it
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(interval))
                 await self?.poll()
@@ -140,7 +142,12 @@ public actor GatewaySession {
     }
 
     private func poll() {
-        perform(machine.handle(.poll, nowMs: nowMs, random: Double.random(in: 0..<1)))
+        let now = nowMs
+        while let d = deadlines.first, d.atMs <= now {
+            deadlines.removeFirst()
+            pending.removeValue(forKey: d.id)?.resolve(.failure(GatewayRequestError.timedOut(method: d.method, ms: d.ms)))
+        }
+        perform(machine.handle(.poll, nowMs: now, random: Double.random(in: 0..<1)))
     }
 
     // MARK: requests
@@ -161,21 +168,14 @@ public actor GatewaySession {
         let limit = max(hello?.maxPayload ?? options.maxMessageBytes, 1024)
         if text.utf8.count > limit { throw GatewayRequestError.tooLarge(bytes: text.utf8.count, limit: limit) }
         let timeout = timeoutMs ?? options.requestTimeoutMs
-        let gen = generation
         let response = PendingResponse()
         pending[id] = response
         socket.send(.text(text))
         if timeout > 0 {
-            Task { [weak self] in
-                try? await Task.sleep(for: .milliseconds(timeout))
-                await self?.expire(id, method: method, ms: timeout, generation: gen)
-            }
+            let at = nowMs + timeout
+            deadlines.insert((at, id, method, timeout), at: deadlines.firstIndex { $0.atMs > at } ?? deadlines.endIndex)
         }
         return response
-    }
-
-    private func expire(_ id: String, method: String, ms: Int64, generation gen: Int) {
-        pending.removeValue(forKey: id)?.resolve(.failure(GatewayRequestError.timedOut(method: method, ms: ms)))
     }
 
     /// Fire-and-forget send on the current generation only.
@@ -282,7 +282,7 @@ public actor GatewaySession {
         }
         socket = client
         if status.state != .pairing { setStatus(.connecting, "connecting to \(endpoint.url)") }
-        Task { [weak self] in
+        Task { [weak self] in  // Unstructured: one reader per socket, replaced with it; next step: run() over one merged stream of socket events and ticks
             for await event in client.events {
                 await self?.socketEvent(event, generation: gen)
             }
@@ -394,7 +394,7 @@ public actor GatewaySession {
         let asks = h.methods.isEmpty || h.methods.contains("talk.config")
         let answer = asks ? try? send("talk.config", params: ["includeSecrets": false], timeoutMs: 5_000) : nil
         let gen = generation
-        Task { [weak self] in
+        Task { [weak self] in  // Unstructured: the Talk target's talk.config answer arrives after hello-ok is handled; a newer socket's generation drops it
             let config = try? await answer?.value()
             await self?.finishTalkTarget(h, config: config, generation: gen)
         }
@@ -484,6 +484,7 @@ public actor GatewaySession {
     private func failPending() {
         let all = pending
         pending.removeAll()
+        deadlines.removeAll()
         for (_, c) in all { c.resolve(.failure(GatewayRequestError.disconnected)) }
     }
 
@@ -618,7 +619,7 @@ public actor GatewaySession {
         }
         // The answer leaves when the timeout says, not when the handler stops (InvokeLatch).
         let signal = InvokeSignal()
-        let task = Task { [weak self] in
+        let task = Task { [weak self] in  // Unstructured: kept by invoke id so node.invoke.cancel and a lost socket can cancel it; the latch answers once
             await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
                                   handler: { await commands.handle(request, nodeId: nodeId) },
                                   answer: { [weak self] in await self?.finishInvoke(request, $0, generation: gen) })
@@ -642,33 +643,5 @@ public actor GatewaySession {
     /// Sends a `node.event` (node role only).
     public func sendNodeEvent(_ event: String, payload: JSONValue) async throws -> JSONValue {
         try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
-    }
-}
-
-/// A response on its way: resolved once by the session, awaited by whoever sent the request.
-public final class PendingResponse: Sendable {
-    private let state = Mutex<(result: Result<JSONValue, any Error>?, waiters: [CheckedContinuation<JSONValue, any Error>])>((nil, []))
-    public init() {}
-
-    /// Settles the response (only the first call counts) and wakes whoever waits.
-    public func resolve(_ result: Result<JSONValue, any Error>) {
-        let waiters = state.withLock { s -> [CheckedContinuation<JSONValue, any Error>] in
-            guard s.result == nil else { return [] }
-            s.result = result
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        for w in waiters { w.resume(with: result) }
-    }
-
-    public func value() async throws -> JSONValue {
-        try await withCheckedThrowingContinuation { c in
-            let done = state.withLock { s -> Result<JSONValue, any Error>? in
-                if let r = s.result { return r }
-                s.waiters.append(c)
-                return nil
-            }
-            if let done { c.resume(with: done) }
-        }
     }
 }

@@ -3,6 +3,7 @@
 // waits for a handler that is slow to stop), and why a running handler was cancelled
 // (`InvokeSignal`), so a handler can turn its cancellation into an input of its own.
 
+import Synchronization
 import GatewayProtocol
 
 /// Why the gateway stopped waiting for an invoke.
@@ -40,7 +41,7 @@ enum InvokeLatch {
     static func run(_ request: NodeInvokeRequest, nodeId: String, timeoutMs: Int64, signal: InvokeSignal,
                     handler: @escaping @Sendable () async -> NodeInvokeResult,
                     answer: @escaping @Sendable (NodeInvokeResult) async -> Void) async {
-        let answered = Mutex(false)
+        let answered = Locked(false)
         let claim: @Sendable () -> Bool = { answered.withLock { done in defer { done = true }; return !done } }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

@@ -1,5 +1,6 @@
 // The node commands this device declares, and how an invoke reaches its handler.
 
+import Synchronization
 import Foundation
 import GatewayProtocol
 
@@ -49,17 +50,5 @@ public final class NodeCommandRegistry: Sendable {
         } catch {
             return .failure(id: request.id, nodeId: nodeId, error: NodeInvokeError(code: .unavailable, message: "\(error)"))
         }
-    }
-}
-
-/// A small lock-protected box (Synchronization's Mutex is not a class we can share by reference).
-public final class Mutex<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    public init(_ value: Value) { self.value = value }
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

@@ -184,10 +184,10 @@ public actor LoopbackGateway {
         let s = try WebSocketServer(options: o)
         server = s
         boundPort = s.port
-        eventTask = Task { [weak self] in
+        eventTask = Task { [weak self] in  // Unstructured: test peer: its event pump lives from start() to stop()
             for await e in s.events { await self?.serverEvent(e) }
         }
-        tickTask = Task { [weak self, interval = configuration.tickIntervalMs] in
+        tickTask = Task { [weak self, interval = configuration.tickIntervalMs] in  // Unstructured: test peer: the tick lives from start() to stop()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(interval))
                 await self?.broadcastTick()
@@ -352,7 +352,7 @@ public actor LoopbackGateway {
         sendEvent("node.invoke.request", payload, to: node.id, seq: false)
         return try await withCheckedThrowingContinuation { cont in
             invokeWaiters[id] = cont
-            Task { [weak self] in
+            Task { [weak self] in  // Unstructured: test peer: the invoke's timeout, as the gateway's own timer
                 try? await Task.sleep(for: wait)
                 await self?.timeoutInvoke(id)
             }
@@ -502,7 +502,7 @@ public actor LoopbackGateway {
         let id = conn.id
         let closeReason = String((reason ?? error.message).prefix(120))
         // Give the response a moment to leave before the close frame, as the real gateway's ws library does.
-        Task {
+        Task {  // Unstructured: test peer: the close frame leaves 20 ms after the response, after this call returned
             try? await Task.sleep(for: .milliseconds(20))
             server?.close(id, code: code, reason: closeReason)
         }

@@ -209,6 +209,7 @@ extension LoopbackGateway {
             let started = ContinuousClock.now
             let result = LoopbackGateway.makeClip(text: text, format: requested, rateWpm: rate, fault: fault)
             let spent = ContinuousClock.now - started
+            // Unstructured: test peer: talk.speak finishes after the request handler returned.
             Task { await server.finishSpeak(id, result, to: connection, spentMs: Double(spent.components.attoseconds) / 1e15 + Double(spent.components.seconds) * 1000) }
         }
     }

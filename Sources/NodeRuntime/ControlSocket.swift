@@ -1,8 +1,7 @@
-// The daemon's control socket: a Unix stream socket, one JSON request line in, an
-// "accepted" line and one JSON response line out (ControlProtocol.swift has the rules). The
-// CLI's `status`, `ptt`, `say`, … go through it. The accept loop survives descriptor
-// exhaustion; idle and slow clients are timed out; the client gives up in about a second
-// when nothing answers.
+// The daemon's control socket, client side and shared pieces: a Unix stream socket, one JSON
+// request line in, an "accepted" line and one JSON response line out (ControlProtocol.swift has
+// the rules; ControlSocketServer.swift serves it). The CLI's `status`, `ptt`, `say`, … go
+// through it; the client gives up in about a second when nothing answers.
 
 import Foundation
 import GatewayProtocol
@@ -32,7 +31,7 @@ public enum ControlSocketError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-private func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
+func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
     var addr = sockaddr_un()
     addr.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
@@ -43,187 +42,6 @@ private func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_
         raw[bytes.count] = 0
     }
     return addr
-}
-
-/// Serves the control socket on its own thread; each request is answered by `handler` on a
-/// thread of its own. ControlAdmission decides which connections are kept.
-public final class ControlSocketServer: @unchecked Sendable {
-    public typealias Handler = @Sendable (JSONValue) async -> JSONValue
-    /// A request answered by a stream of lines (`events`) instead of one response; nil: not a stream.
-    public typealias Streamer = @Sendable (JSONValue) -> (lines: AsyncStream<String>, end: @Sendable () -> Void)?
-    private let path: String
-    private let fd: Int32
-    private let handler: Handler
-    private let streamer: Streamer?
-    private let stopped = LockedBox(false)
-    /// Admission state and the descriptor of each open connection, under one lock. A connection's
-    /// own thread is the only one that closes its descriptor (after removing it here), so the
-    /// accept loop can `shutdown` a shed one without racing a reuse of the number.
-    private let lock = NSLock()
-    private var admission: ControlAdmission
-    private var descriptors: [Int: Int32] = [:]
-    private var nextId = 0
-    /// Kept open so that at EMFILE one descriptor can be freed to tell the waiting client "busy".
-    private var spare: Int32 = -1
-
-    public init(path: String, limits: ControlAdmission.Limits = .init(), streamer: Streamer? = nil,
-                handler: @escaping Handler) throws(ControlSocketError) {
-        self.path = path
-        self.handler = handler
-        self.streamer = streamer
-        self.admission = ControlAdmission(limits: limits)
-        let dir = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var addr = try makeAddress(path)
-        // A socket file left by a daemon that died: remove it if nobody answers on it.
-        if FileManager.default.fileExists(atPath: path) {
-            if (try? ControlSocketClient.send(["cmd": "ping"], path: path, timeoutSeconds: 1)) != nil {
-                throw .alreadyRunning(path)
-            }
-            unlink(path)
-        }
-        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s >= 0 else { throw .call("socket", errno, path) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { let e = errno; close(s); throw .call("bind", e, path) }
-        chmod(path, 0o600)
-        guard listen(s, 64) == 0 else { let e = errno; close(s); throw .call("listen", e, path) }
-        fd = s
-        spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        let thread = Thread { [weak self] in self?.acceptLoop() }
-        thread.name = "clawvoice-control"
-        thread.start()
-    }
-
-    /// Connections open right now (for tests and status).
-    public var openConnections: Int { lock.lock(); defer { lock.unlock() }; return admission.count }
-
-    private static func nowMs() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    private func acceptLoop() {
-        while !stopped.get() {
-            let c = acceptCloexec(fd)
-            if stopped.get() { if c >= 0 { close(c) }; return }
-            if c < 0 {
-                let e = errno
-                lock.lock()
-                let r = admission.acceptFailed(errno: e)
-                if let victim = r.shed, let vfd = descriptors[victim] { shutdown(vfd, Int32(SHUT_RDWR)) }
-                lock.unlock()
-                if r.outOfDescriptors && r.shed == nil { answerBusyWithSpare() }
-                if r.pauseMs > 0 { usleep(useconds_t(r.pauseMs * 1000)) }
-                continue
-            }
-            lock.lock()
-            let id = nextId
-            nextId += 1
-            let decision = admission.accepted(id, nowMs: Self.nowMs())
-            if case .serveShedding(let victim) = decision, let vfd = descriptors[victim] { shutdown(vfd, Int32(SHUT_RDWR)) }
-            if decision != .refuseBusy { descriptors[id] = c }
-            let deadline = admission.readDeadline(id) ?? 0
-            lock.unlock()
-            if decision == .refuseBusy {
-                Self.refuse(c, "the daemon is busy (\(admission.limits.maxConnections) requests in progress); try again")
-                close(c)
-                continue
-            }
-            Thread.detachNewThread { [self] in serve(id, c, deadlineMs: deadline) }
-        }
-    }
-
-    /// The descriptor table is full and nothing idle can be shed: free the spare, take the
-    /// waiting client, tell it we are busy, and take the spare back.
-    private func answerBusyWithSpare() {
-        guard spare >= 0 else { return }
-        close(spare)
-        spare = -1
-        let c = acceptCloexec(fd)
-        if c >= 0 {
-            Self.refuse(c, "the daemon is out of file descriptors; try again")
-            close(c)
-        }
-        spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
-    }
-
-    private static func refuse(_ c: Int32, _ message: String) {
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        writeAll(c, ControlLine.refusalLine(message) + "\n")
-    }
-
-    private func serve(_ id: Int, _ c: Int32, deadlineMs: Int64) {
-        defer {
-            lock.lock()
-            admission.closed(id)
-            descriptors[id] = nil
-            lock.unlock()
-            close(c)
-        }
-        // A client that does not read its answer must not hold the thread either.
-        var tv = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var reader = LineReader(fd: c)
-        guard case .line(let bytes) = reader.next(deadlineMs: deadlineMs, limit: ControlLine.maxRequestBytes, now: Self.nowMs) else {
-            return  // timed out, shed, too long or closed before a whole line
-        }
-        let request: JSONValue
-        switch ControlLine.parseRequest(bytes) {
-        case .failure(let refusal): writeAll(c, ControlLine.refusalLine(refusal.description) + "\n"); return
-        case .success(let v): request = v
-        }
-        lock.lock()
-        admission.requestRead(id)
-        lock.unlock()
-        writeAll(c, ControlLine.acceptedLine + "\n")
-        if let (lines, end) = streamer?(request) {
-            // A streaming request (`events`): one line per item until the client goes (a write
-            // fails or times out) or the stream ends.
-            let done = DispatchSemaphore(value: 0)
-            Task {
-                for await line in lines where !writeAll(c, line + "\n") { break }
-                end()
-                done.signal()
-            }
-            done.wait()
-            return
-        }
-        let box = LockedBox<JSONValue?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let handler = self.handler
-        Task {
-            box.set(await handler(request))
-            done.signal()
-        }
-        done.wait()
-        let response = box.get() ?? ["ok": false, "error": "no response"]
-        writeAll(c, ControlLine.responseLine(response) + "\n")
-    }
-
-    public func stop() {
-        guard !stopped.get() else { return }
-        stopped.set(true)
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
-        unlink(path)
-        lock.lock()
-        if spare >= 0 { close(spare); spare = -1 }
-        lock.unlock()
-    }
-
-    deinit { stop() }
-}
-
-/// accept(2) with the new descriptor marked close-on-exec (Glibc's module has no accept4).
-private func acceptCloexec(_ fd: Int32) -> Int32 {
-    let c = accept(fd, nil, nil)
-    if c >= 0 { _ = fcntl(c, F_SETFD, FD_CLOEXEC) }
-    return c
 }
 
 /// Reads newline-terminated lines from a descriptor with a deadline on each line.
@@ -363,13 +181,4 @@ extension ControlSocketClient {
         }
         return true
     }
-}
-
-/// A tiny lock box for values shared with the socket threads.
-final class LockedBox<T>: @unchecked Sendable {
-    private var value: T
-    private let lock = NSLock()
-    init(_ v: T) { value = v }
-    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
-    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
 }

@@ -1,5 +1,6 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
+import Synchronization
 import Audio
 import Buttons
 import Foundation
@@ -70,7 +71,7 @@ final class GatewayScope: Sendable {
     }
 }
 
-/// The running node. Each long-lived part is a service run under one supervisor (a task
+/// The running node. Each long-lived part is a service, a child of one `ServiceGroup` (a task
 /// group): the talk loop, the microphone, the gateway scope, the event pump, the button.
 /// SIGTERM/SIGINT cancel them together (2 s at most); SIGHUP reloads the config; a gateway
 /// switch rebuilds the gateway scope in place.
@@ -83,8 +84,7 @@ public final class NodeDaemon: Sendable {
     private let identity: DeviceIdentity
     private let instanceId: String
     private let timing: ConnectionTiming
-    private let reload: (@Sendable () throws -> ClawConfig)?
-    private let control: Mutex<ControlSocketServer?> = Mutex(nil)
+    let reload: (@Sendable () throws -> ClawConfig)?
     public let audio: LiveAudio
     public let talk: TalkController
     public let speech: SpeechOutput
@@ -92,20 +92,21 @@ public final class NodeDaemon: Sendable {
     public let notifications: NotificationSpeaker
     let button: PTTButtonService?
     let headsetKnown: Bool
-    private let operatorSession: Mutex<GatewaySession?>
+    let operatorSession: Locked<GatewaySession?>
     /// Set in init and replaced on each switch; never nil after init.
-    private let scope = Mutex<GatewayScope?>(nil)
+    let scope = Mutex<GatewayScope?>(nil)
     /// Whether a gateway is active (false after `gateways forget` of the active one).
-    private let active = Mutex(true)
-    private let events: AsyncStream<(SessionRole, EventFrame)>
+    let active = Mutex(true)
+    let events: AsyncStream<(SessionRole, EventFrame)>
     private let eventSink: AsyncStream<(SessionRole, EventFrame)>.Continuation
-    private let switches: AsyncStream<String>
-    private let switchSink: AsyncStream<String>.Continuation
-    private let supervisor = Mutex<Task<Void, Never>?>(nil)
+    let switches: AsyncStream<String>
+    let switchSink: AsyncStream<String>.Continuation
+    /// The running group, so `stop()` can reach it (a stop asked before it exists is kept).
+    private let running = Locked<(group: ServiceGroup?, stopRequested: Bool)>((nil, false))
     /// `clawvoice events` subscribers and the config's event commands.
     let bus: EventBus
     /// Each role's last state, so connected/disconnected are published once per change.
-    private let roleStates = Mutex<[String: Bool]>([:])
+    private let roleStates = Locked<[String: Bool]>([:])
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -126,7 +127,7 @@ public final class NodeDaemon: Sendable {
         guard let record = try resolveActiveGateway(config: config, store: store, remember: true) else {
             throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
-        let operatorSession = Mutex<GatewaySession?>(nil)
+        let operatorSession = Locked<GatewaySession?>(nil)
         self.operatorSession = operatorSession
         bus = EventBus(commands: config.events.commands, log: log)
         audio = LiveAudio(source: config.audio.source, sink: config.audio.sink, server: pulseServer, log: log)
@@ -151,7 +152,7 @@ public final class NodeDaemon: Sendable {
         }
         // What `mute` left: a muted node comes back muted (silently), already in its first status.
         talkConfig.startsMuted = (try? store.setting("muted")) == "1"
-        let (store, activeGateway) = (self.store, Mutex<String>(record.name))
+        let (store, activeGateway) = (self.store, Locked<String>(record.name))
         let talk = TalkController(channel: channel, speech: speech, config: talkConfig, log: log, outbox: nil,
                                   onSessionChange: { key in
                                       let gateway = activeGateway.withLock { $0 }
@@ -200,17 +201,17 @@ public final class NodeDaemon: Sendable {
         log.log(.info, "daemon", "device \(identity.deviceId.prefix(16))…, gateway \(record.name) (\(record.url))")
     }
 
-    private let activeName: Mutex<String>
+    let activeName: Locked<String>
     /// The config as last read (SIGHUP reloads it): its gateway.url picks the gateway on a rebuild.
-    private let latestConfig: Mutex<ClawConfig>
-    private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
+    let latestConfig: Mutex<ClawConfig>
+    let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
-    private let presses: AsyncStream<PTTKeyAction>
-    private let controlPresses: AsyncStream<NodeControl>
+    let presses: AsyncStream<PTTKeyAction>
+    let controlPresses: AsyncStream<NodeControl>
     let controlKeys: [PTTButtonService]
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
-    private func makeScope(_ record: GatewayRecord) -> GatewayScope {
+    func makeScope(_ record: GatewayRecord) -> GatewayScope {
         let channel = LateOperatorChannel(box: operatorSession)
         let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
         let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
@@ -264,41 +265,86 @@ public final class NodeDaemon: Sendable {
         return t
     }
 
-    /// `clawvoice run`: everything until SIGINT or SIGTERM; SIGHUP reloads the config.
+    /// `clawvoice run`: every service until SIGINT or SIGTERM (2 s to stop, then the process
+    /// exits anyway, the outbox intact in SQLite); SIGHUP reloads the config.
     public func run() async throws {
-        try await start()
-        let signals = SignalStream([SIGINT, SIGTERM, SIGHUP])
-        for await number in signals.stream {
-            if number == SIGHUP { await reloadConfig(); continue }
-            log.log(.info, "daemon", "\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
-            break
-        }
-        signals.cancel()
-        await stop()
+        try await run(controlSocket: true, signals: true)
     }
 
-    /// Starts the control socket and the supervisor with every service.
-    public func start(controlSocket: Bool = true) async throws {
-        if controlSocket {
-            let bus = self.bus
-            let server = try ControlSocketServer(path: paths.controlSocket, streamer: { request in
-                guard request["cmd"]?.stringValue == "events" else { return nil }
-                let (id, lines) = bus.subscribe()
-                return (lines, { bus.unsubscribe(id) })
-            }) { [weak self] request in
-                guard let self else { return ["ok": false, "error": "daemon stopping"] }
-                return await self.handle(request)
-            }
-            control.withLock { $0 = server }
-            log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
+    /// The services as children of one `ServiceGroup` until a signal, `stop()` or a failing
+    /// service ends it. Without signals (the demo) only `stop()` or the caller's cancellation does.
+    public func run(controlSocket: Bool, signals handled: Bool) async throws {
+        let server = controlSocket ? try makeControlSocket() : nil
+        let signals = handled ? SignalStream([SIGINT, SIGTERM, SIGHUP]) : nil
+        defer {
+            signals?.cancel()
+            server?.stop()
+            bus.finishAll()
         }
-        let task = Task { await self.supervise() }
-        supervisor.withLock { $0 = task }
-        // After the supervisor: the talk loop takes the handler.
+        let (log, talk) = (self.log, self.talk)
+        let group = ServiceGroup(services(control: server), gracePeriod: .seconds(2), signals: signals?.stream,
+                                 onSignal: { [weak self] n in
+                                     if n == SIGHUP { await self?.reloadConfig(); return false }
+                                     log.log(.info, "daemon", "\(n == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+                                     return true
+                                 },
+                                 onShutdown: { why in
+                                     log.log(.info, "daemon", "stopping (\(why))")
+                                     await talk.interrupt(reason: "daemon stopping")
+                                 },
+                                 onOverdue: { names in
+                                     log.log(.warning, "daemon", "\(names.joined(separator: ", ")) did not stop within 2 s; exiting anyway")
+                                     // The process ends here; in-process callers (the demo) wait.
+                                     if handled { exit(0) }
+                                 })
+        if running.withLock({ r in r.group = group; return r.stopRequested }) { group.triggerGracefulShutdown(reason: "stop requested") }
+        try await group.run()
+    }
+
+    /// Asks the running group to stop (see `run`); returns at once.
+    public func stop() {
+        running.withLock { r in r.stopRequested = true; return r.group }?.triggerGracefulShutdown(reason: "stop requested")
+    }
+
+    private func makeControlSocket() throws -> ControlSocketServer {
+        let bus = self.bus
+        let server = try ControlSocketServer(path: paths.controlSocket, streamer: { request in
+            guard request["cmd"]?.stringValue == "events" else { return nil }
+            let (id, lines) = bus.subscribe()
+            return (lines, { bus.unsubscribe(id) })
+        }) { [weak self] request in
+            guard let self else { return ["ok": false, "error": "daemon stopping"] }
+            return await self.handle(request)
+        }
+        log.log(.info, "daemon", "control socket at \(paths.controlSocket)")
+        return server
+    }
+
+    /// Every long-lived part, each a child of the group. The talk loop ending ends the daemon.
+    private func services(control: ControlSocketServer?) -> [ServiceGroup.Entry] {
+        var all: [ServiceGroup.Entry] = [
+            .init("talk", endsGroup: true) { await self.talk.run() },
+            .init("microphone") { await self.audio.run(feeding: self.talk) },
+            .init("gateway events") { await self.pumpEvents() },
+            .init("operator") { await self.followOperator() },
+            .init("gateway") { await self.gatewayService() },
+            .init("setup") { await self.afterStart() },
+        ]
+        if let control { all.append(.init("control socket", control)) }
+        if !headsetKnown { all.append(.init("headset probe") { await self.probeHeadset() }) }
+        if let button { all.append(.init("ptt button") { await self.runButton(button) }) }
+        if !controlKeys.isEmpty { all.append(.init("control keys") { await self.runControlKeys() }) }
+        if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
+            all.append(.init("systemd") { await self.systemdService(notifier) })
+        }
+        return all
+    }
+
+    /// What needs the talk loop running: event reports, wake words, the remembered volume.
+    private func afterStart() async {
         let bus = self.bus
         await talk.observeEvents { e in bus.publish(e.name, e.fields) }
         await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]) }
-        // After the supervisor: enabling waits for the talk loop to take it.
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             wake.sensitivity = config.wake.sensitivity
@@ -307,162 +353,6 @@ public final class NodeDaemon: Sendable {
         }
         // What `volume` left: our stream comes back at its level (muting is restored at init).
         if let v = try? store.setting("volume"), let n = Int(v) { audio.playback.setVolume(percent: n) }
-    }
-
-    /// The services, started and cancelled together.
-    private func supervise() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.talk.run() }
-            group.addTask { await self.audio.run(feeding: self.talk) }
-            group.addTask { await self.pumpEvents() }
-            group.addTask { await self.followOperator() }
-            group.addTask { await self.gatewayService() }
-            if !headsetKnown { group.addTask { await self.probeHeadset() } }
-            if let button { group.addTask { await self.runButton(button) } }
-            if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }
-            if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
-                group.addTask { await self.systemdService(notifier) }
-            }
-        }
-    }
-
-    /// Stops every service (2 s at most), then the control socket. The outbox is SQLite: what
-    /// was queued stays queued for the next start.
-    public func stop() async {
-        log.log(.info, "daemon", "stopping")
-        await talk.interrupt(reason: "daemon stopping")
-        log.log(.debug, "daemon", "talk interrupted")
-        guard let task = supervisor.withLock({ $0 }) else { control.withLock { $0?.stop() }; return }
-        task.cancel()
-        // A task group would wait for the slow service too: race the two instead.
-        let finished = await answers(within: .seconds(2)) { await task.value }
-        if !finished { log.log(.warning, "daemon", "a service did not stop within 2 s; exiting anyway") }
-        bus.finishAll()
-        control.withLock { $0?.stop() }
-    }
-
-    // MARK: services
-
-    /// Gateway events in order to the talk loop (chat deltas, transcripts); voicewake.* arrive on
-    /// both sessions (the node session gets them first on connect).
-    private func pumpEvents() async {
-        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { talk.handle(e) }
-    }
-
-    /// The active gateway's scope, rebuilt in place on every switch request until cancelled.
-    private func gatewayService() async {
-        var requests = switches.makeAsyncIterator()
-        var current: GatewayScope? = scope.withLock { $0 }
-        while !Task.isCancelled {
-            if let s = current {
-                activeName.withLock { $0 = s.record.name }
-                operatorSession.withLock { $0 = s.link.operator }
-                talk.use(outbox: s.outbox)
-                // Replies of an outbox turn arrive under the run id its chat.send returned.
-                let talk = self.talk
-                let bus = self.bus
-                await s.outbox.observe { event in
-                    if case .sent(let item, let runId) = event {
-                        talk.turnSent(idempotencyKey: item.idempotencyKey, runId: runId)
-                        bus.publish("turnSent", ["idempotencyKey": item.idempotencyKey, "runId": runId, "sessionKey": item.sessionKey])
-                    }
-                }
-                await s.outbox.start()
-                await s.link.start()
-            }
-            guard let reason = await requests.next() else { break }
-            log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
-            await talk.interrupt(reason: reason)
-            if let s = current {
-                await s.outbox.stop()
-                await s.link.stop()
-            }
-            do {
-                if let record = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store, remember: true) {
-                    let next = makeScope(record)
-                    scope.withLock { $0 = next }
-                    current = next
-                    active.withLock { $0 = true }
-                    await talk.restoreSession((try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey)
-                    log.log(.info, "daemon", "gateway \(record.name) (\(record.url))")
-                } else {
-                    current = nil
-                    active.withLock { $0 = false }
-                    operatorSession.withLock { $0 = nil }
-                    log.log(.warning, "daemon", "no active gateway: pair one with `clawvoice pair` or pick one with `clawvoice gateways use NAME`")
-                }
-            } catch {
-                log.log(.error, "daemon", "the gateway list cannot be read: \(error)")
-            }
-        }
-        if let s = current {
-            await s.outbox.stop()
-            await s.link.stop()
-        }
-    }
-
-    /// Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.
-    private func probeHeadset() async {
-        guard (try? await audio.connection.waitUntilReady(timeout: .seconds(10))) != nil,
-              let sinks = try? await audio.connection.sinks(),
-              let sink = sinks.first(where: { config.audio.sink == nil ? $0.isDefault : $0.name == config.audio.sink }) else { return }
-        talk.setHeadset(sink.isHeadset)
-        log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : (config.audio.echoCancel ?? true) ? "a loudspeaker: its echo is cancelled, so barge-in and wake words work while it speaks" : "a loudspeaker: the microphone mutes while it speaks")")
-    }
-
-    /// The headset or keyboard key: each press is a PTT command, in order.
-    private func runButton(_ button: PTTButtonService) async {
-        do { try button.start() } catch { log.log(.warning, "ptt", "\(error)"); return }
-        for await action in presses {
-            switch action {
-            case .start:
-                do { _ = try await talk.start() } catch { log.log(.warning, "ptt", "button: \(error)") }
-            case .stop:
-                let r = await talk.stop()
-                log.log(.info, "ptt", "button: capture \(r.captureId) \(r.status.rawValue)")
-            }
-        }
-        button.stop()
-    }
-
-    /// Type=notify: READY=1, STATUS= and the watchdog, every half watchdog interval (2 s without
-    /// one). The watchdog is kicked only while the talk loop answers within 2 s.
-    private func systemdService(_ notifier: SystemdNotifier) async {
-        let watchdog = notifier.watchdogMicroseconds
-        let periodMs = Int64(watchdog.map { max($0 / 2_000, 100) } ?? 2_000)
-        var state = SystemdState()
-        while !Task.isCancelled {
-            let node = await link.node.currentStatus()
-            let op = await link.operator.currentStatus()
-            let facts = SystemdState.Facts(node: node.state.rawValue, nodeDetail: node.detail, operatorState: op.state.rawValue,
-                                           microphone: audio.captureStatus, muted: talk.muted,
-                                           loopResponsive: await answers(within: .seconds(2)) { await self.talk.barrier() })
-            notifier.send(state.step(facts, watchdog: watchdog != nil))
-            try? await Task.sleep(for: .milliseconds(periodMs))
-        }
-        notifier.send(["STOPPING=1"])
-    }
-
-    /// Whether `body` finishes within `limit` (it keeps running either way).
-    private func answers(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
-        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            let once = Mutex(false)
-            let finish: @Sendable (Bool) -> Void = { v in if once.withLock({ d in defer { d = true }; return !d }) { c.resume(returning: v) } }
-            Task { await body(); finish(true) }
-            Task { try? await Task.sleep(for: limit); finish(false) }
-        }
-    }
-
-    /// The keys bound to stop, mute and volume: each press one control, in order.
-    private func runControlKeys() async {
-        for k in controlKeys {
-            do { try k.start() } catch { log.log(.warning, "ptt", "\(error)") }
-        }
-        for await c in controlPresses {
-            let r = await control(c)
-            log.log(.info, "ptt", "key: \(c) → \(r.description)")
-        }
-        for k in controlKeys { k.stop() }
     }
 
     /// Carries out one control (from the socket or a key).
@@ -487,50 +377,6 @@ public final class NodeDaemon: Sendable {
                 log.log(.info, "audio", "volume \(level)%")
             }
             return ["ok": true, "volume": .number(Double(audio.playback.volumePercent))]
-        }
-    }
-
-    /// The operator session's status changes, in order: losing it, or the gateway naming another
-    /// main session, is a session switch; on (re)connect queued turns go out at once and the
-    /// gateway's Talk settings, wake triggers and the current history are read anew.
-    private func followOperator() async {
-        for await (s, owner) in statuses {
-            guard let owner, owner === scope.withLock({ $0 }) else { continue }  // a replaced scope's last words
-            await talk.operatorChanged(connected: s.state == .connected, mainSessionKey: s.mainSessionKey)
-            guard s.state == .connected else { continue }
-            await owner.outbox.nudge()
-            await talk.syncGatewayConfig()
-            await talk.syncWake()
-            let key = await historySessionKey(nil)
-            _ = try? await owner.transcripts.refresh(sessionKey: key)
-        }
-    }
-
-    /// SIGHUP: read the config again and apply what can change while running.
-    private func reloadConfig() async {
-        guard let reload else { log.log(.info, "daemon", "SIGHUP: no config file to reload"); return }
-        do {
-            let c = try reload()
-            talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
-            bus.setCommands(c.events.commands)
-            await speech.update(config: NodeDaemon.speechConfig(c))
-            latestConfig.withLock { $0 = c }
-            log.log(.info, "daemon", "SIGHUP: config reloaded")
-        } catch {
-            log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
-            return
-        }
-        // A new pairing, another gateway.url or a paused session: rebuild the gateway link.
-        do {
-            let wanted = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store)
-            let current = active.withLock({ $0 }) ? scope.withLock({ $0?.record }) : nil
-            let roles = [await link.node.currentStatus(), await link.operator.currentStatus()]
-            func address(_ r: GatewayRecord?) -> [String?] { [r?.name, r?.url, r?.tlsFingerprint, r.map { "\($0.allowInsecure)" }] }
-            if address(wanted) != address(current) || roles.contains(where: { $0.state != .connected }) {
-                switchSink.yield("SIGHUP")
-            }
-        } catch {
-            log.log(.error, "daemon", "SIGHUP: the gateway stays as it was: \(error)")
         }
     }
 
@@ -613,7 +459,7 @@ public final class NodeDaemon: Sendable {
 
 /// The operator session, resolved after the link exists (the link needs the registry, the registry the controller).
 struct LateOperatorChannel: OperatorChannel {
-    let box: Mutex<GatewaySession?>
+    let box: Locked<GatewaySession?>
     func request(_ method: String, params: JSONValue?, timeoutMs: Int64?) async throws -> JSONValue {
         guard let s = box.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
         return try await s.request(method, params: params, timeoutMs: timeoutMs)
@@ -644,30 +490,6 @@ func devicesJSON(connection: PulseConnection) async -> JSONValue {
     } catch {
         return ["ok": false, "error": .string("no sound server: \(error)")]
     }
-}
-
-/// Signals as a stream: the default action is off while it lives, so SIGTERM no longer kills
-/// the process before the services stop.
-final class SignalStream: Sendable {
-    let stream: AsyncStream<Int32>
-    private let sources: Mutex<[any DispatchSourceSignal]>
-
-    init(_ numbers: [Int32]) {
-        let (stream, sink) = AsyncStream.makeStream(of: Int32.self)
-        self.stream = stream
-        signal(SIGPIPE, SIG_IGN)
-        var made: [any DispatchSourceSignal] = []
-        for n in numbers {
-            signal(n, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: n, queue: .global())
-            s.setEventHandler { sink.yield(n) }
-            s.resume()
-            made.append(s)
-        }
-        sources = Mutex(made)
-    }
-
-    func cancel() { sources.withLock { for s in $0 { s.cancel() }; $0 = [] } }
 }
 
 /// Suspends until the task is cancelled.

@@ -55,10 +55,11 @@ public enum Demo {
         config.audio.sink = sink
         let paths = RuntimePaths(configFile: "", configExplicit: false, stateDir: dir, controlSocket: dir + "/control.sock")
         let node = try NodeDaemon(paths: paths, config: config, log: log, pulseServer: server)
-        try await node.start(controlSocket: false)
+        // The node's services run as a child of this scope; leaving it cancels and awaits them.
+        async let running: Void = node.run(controlSocket: false, signals: false)
         if case .failure(let s) = await node.link.waitForBoth(timeout: .seconds(20)) {
             say("Demo failed: \(s.role) is \(s.state.rawValue): \(s.detail)")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -68,7 +69,7 @@ public enum Demo {
         while node.audio.captureStatus != "running" && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         guard node.audio.captureStatus == "running" else {
             say("Demo failed: the microphone did not start (\(node.audio.captureStatus))")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -83,13 +84,13 @@ public enum Demo {
         let recording = try await startRecording(tap)
 
         say("→ gateway invokes talk.ptt.once; saying \"\(message)\" into the microphone…")
-        let invoke = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        async let invoke = gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000)
         try await Task.sleep(for: .milliseconds(200))
         _ = try await mic.play(utterance)
-        let result = try await invoke.value
+        let result = try await invoke
         guard result.ok, let payload = result.payload else {
             say("Demo failed: talk.ptt.once → \(result.error?.message ?? "no result")")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -104,7 +105,7 @@ public enum Demo {
         }
         guard let speech = await node.talk.lastSpeech else {
             say("Demo failed: no reply was spoken within 30 s")
-            await node.stop()
+            node.stop()
             await gateway.stop()
             return 1
         }
@@ -116,10 +117,10 @@ public enum Demo {
         await gateway.supplyTranscript(question)
         say("→ talk.ptt.once again; the relay is told it heard: \"\(question)\"")
         let firstReply = await node.talk.lastReply
-        let second = Task { try await gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000) }
+        async let second = gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000)
         try await Task.sleep(for: .milliseconds(200))
         _ = try await mic.play(utterance)
-        _ = try await second.value
+        _ = try await second
         if let stream = await waitForReply(node.talk, after: firstReply, timeout: .seconds(30)) {
             let deadline = ContinuousClock.now + .seconds(30)
             while await !stream.isFinished && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
@@ -162,11 +163,11 @@ public enum Demo {
         }
 
         // 5. A session switch cuts a reply short.
-        let long = Task { await node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local) }
+        async let long = node.speech.speak("This is a long answer that goes on and on, about many things, far longer than anyone would want to hear in one go.", route: .local)
         try await Task.sleep(for: .milliseconds(1200))
         let switchedAt = ContinuousClock.now
         await node.talk.switchSession(to: "agent:main:demo-kitchen")
-        let cut = await long.value
+        let cut = await long
         let took = ContinuousClock.now - switchedAt
         say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", took / .milliseconds(1))) ms to stop)")
         if let recording {
@@ -176,7 +177,8 @@ public enum Demo {
                 say("  what the speaker played is in \(path) (\(String(format: "%.2f", pcm.durationMilliseconds / 1000)) s)")
             }
         }
-        await node.stop()
+        node.stop()
+        try await running
         await gateway.stop()
         say("Done.")
         return 0
@@ -195,11 +197,12 @@ public enum Demo {
     /// Records the private speaker's monitor until `finish`.
     final class Recording: Sendable {
         let capture: PulseCapture
-        let samples = Mutex<[Int16]>([])
+        let samples = Locked<[Int16]>([])
         let task: Task<Void, Never>
         init(capture: PulseCapture) {
             self.capture = capture
             let samples = self.samples
+            // Unstructured: the demo's recording spans its steps until finish() stops the capture.
             task = Task { for await f in capture.frames { samples.withLock { $0 += f.pcm.samples } } }
         }
         func finish() async -> PCMBuffer {

@@ -168,16 +168,22 @@ enum DoctorCommand {
         let capture = PulseCapture(connection: connection, source: source)
         try await capture.start()
         let wanted = Int(seconds * 16_000)
-        // Frames stop coming if the server goes away: stop() ends the stream.
-        let watchdog = Task { try? await Task.sleep(for: .seconds(seconds + 3)); capture.stop() }
-        var samples: [Int16] = []
-        samples.reserveCapacity(wanted)
-        for await frame in capture.frames {
-            samples += frame.pcm.samples
-            if samples.count >= wanted { break }
+        // Frames stop coming if the server goes away: the timer child's stop() ends the stream.
+        let samples = await withTaskGroup(of: Void.self) { group -> [Int16] in
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds + 3))
+                if !Task.isCancelled { capture.stop() }
+            }
+            var samples: [Int16] = []
+            samples.reserveCapacity(wanted)
+            for await frame in capture.frames {
+                samples += frame.pcm.samples
+                if samples.count >= wanted { break }
+            }
+            group.cancelAll()
+            return samples
         }
         capture.stop()
-        watchdog.cancel()
         guard samples.count >= wanted / 2 else { throw PulseError.call("record", message: "only \(samples.count / 16) ms of audio arrived in \(Int(seconds)) s") }
         return MicLevel.measure(samples, sampleRateHz: 16_000)
     }

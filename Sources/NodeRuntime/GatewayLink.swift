@@ -10,17 +10,17 @@ public final class GatewayLink: Sendable {
     public let record: GatewayRecord
     public let node: GatewaySession
     public let `operator`: GatewaySession
-    private let statuses: Mutex<[String: SessionStatus]>
-    private let listeners: Mutex<[UUID: @Sendable (SessionStatus) -> Void]>
-    private let eventListeners: Mutex<[UUID: @Sendable (SessionRole, EventFrame) -> Void]>
+    private let statuses: Locked<[String: SessionStatus]>
+    private let listeners: Locked<[UUID: @Sendable (SessionStatus) -> Void]>
+    private let eventListeners: Locked<[UUID: @Sendable (SessionRole, EventFrame) -> Void]>
 
     public init(record: GatewayRecord, store: ClawStore, identity: DeviceIdentity, instanceId: String,
                 config: ClawConfig, commands: NodeCommandRegistry, log: LogSink, timing: ConnectionTiming = ConnectionTiming(),
                 version: String = ClawvoiceVersion.current) {
         self.record = record
-        let statuses = Mutex<[String: SessionStatus]>([:])
-        let listeners = Mutex<[UUID: @Sendable (SessionStatus) -> Void]>([:])
-        let eventListeners = Mutex<[UUID: @Sendable (SessionRole, EventFrame) -> Void]>([:])
+        let statuses = Locked<[String: SessionStatus]>([:])
+        let listeners = Locked<[UUID: @Sendable (SessionStatus) -> Void]>([:])
+        let eventListeners = Locked<[UUID: @Sendable (SessionRole, EventFrame) -> Void]>([:])
         self.statuses = statuses
         self.listeners = listeners
         self.eventListeners = eventListeners

@@ -60,7 +60,7 @@ enum GatewayProbe {
         } catch {
             return .notConnected("\(error)")
         }
-        let opened = Mutex(false)
+        let opened = Locked(false)
         client.connect()
         let decided = await ConnectProbe.first(client, within: timeout, ended: ProbeResult.closedBeforeOpen) { e -> ProbeResult? in
             switch e {

@@ -214,6 +214,7 @@ extension NodeDaemon {
         let connected = await link.operator.isConnected
         if connected {
             let transcripts = self.transcripts
+            // Unstructured: history-refresh answers at once; the refresh (bounded by its request timeout) outlives the request.
             Task { _ = try? await transcripts.refresh(sessionKey: key) }
         }
         return ["ok": true, "sessionKey": .string(key), "connected": .bool(connected), "refreshing": .bool(connected)]

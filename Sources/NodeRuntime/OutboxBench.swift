@@ -20,9 +20,20 @@ public enum OutboxBench {
     public static func measure(turns: Int) async throws
         -> (enqueueToSendMs: Double, turnsPerSecond: Double, rawTurnsPerSecond: Double, enqueueToConfirmMs: Double)
     {
-        let turns = max(turns, 1)
         let rig = try await LoopbackOperator.connect()
-        defer { Task { await rig.close() } }
+        do {
+            let result = try await measure(turns: max(turns, 1), rig: rig)
+            await rig.close()
+            return result
+        } catch {
+            await rig.close()
+            throw error
+        }
+    }
+
+    private static func measure(turns: Int, rig: LoopbackOperator) async throws
+        -> (enqueueToSendMs: Double, turnsPerSecond: Double, rawTurnsPerSecond: Double, enqueueToConfirmMs: Double)
+    {
         let (gateway, store, session) = (rig.gateway, rig.store, rig.session)
 
         var policy = OutboxPolicy()

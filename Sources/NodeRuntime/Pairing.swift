@@ -129,7 +129,7 @@ public enum PairingFlow {
         }
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
                                commands: NodeCommands.registry(), log: linkLog, timing: timing)
-        let shown = Mutex<Set<String>>([])
+        let shown = Locked<Set<String>>([])
         link.onStatus { s in
             let key = "\(s.role)|\(s.state.rawValue)|\(s.requestId ?? "")|\(s.code ?? "")"
             guard shown.withLock({ $0.insert(key).inserted }) else { return }
@@ -154,21 +154,24 @@ public enum PairingFlow {
         await link.start()
         let started = ContinuousClock.now
         // Every 30 s, what is still pending, and only while something is.
-        let progress = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(30))
-                if Task.isCancelled { break }
-                let waited = Int((ContinuousClock.now - started).components.seconds)
-                func view(_ s: SessionStatus?) -> PairProgress.SessionStatusView? {
-                    s.map { PairProgress.SessionStatusView(state: $0.state.rawValue, detail: $0.detail, requestId: $0.requestId) }
-                }
-                if let line = PairProgress.line(node: view(link.status(.node)), operator: view(link.status(.operator)), waitedSeconds: waited) {
-                    say(line)
+        let outcome = await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(30))
+                    if Task.isCancelled { break }
+                    let waited = Int((ContinuousClock.now - started).components.seconds)
+                    func view(_ s: SessionStatus?) -> PairProgress.SessionStatusView? {
+                        s.map { PairProgress.SessionStatusView(state: $0.state.rawValue, detail: $0.detail, requestId: $0.requestId) }
+                    }
+                    if let line = PairProgress.line(node: view(link.status(.node)), operator: view(link.status(.operator)), waitedSeconds: waited) {
+                        say(line)
+                    }
                 }
             }
+            let outcome = await waitOrInterrupt(link, timeout: request.timeout)
+            group.cancelAll()
+            return outcome
         }
-        let outcome = await waitOrInterrupt(link, timeout: request.timeout)
-        progress.cancel()
         await link.stop()
         let paired = SessionRole.allCases.filter { (try? store.token(gateway: record.name, role: $0.rawValue)) != nil }
         switch outcome {

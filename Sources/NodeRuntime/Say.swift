@@ -29,7 +29,7 @@ public enum SayCommand {
             if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
             session = s
         }
-        defer { if let session { Task { await session.stop() } } }
+        // Nothing below throws: the session is stopped at the end, awaited.
         let sink: any SpeechSink
         var pulse: PulseConnection?
         if let out {

@@ -4,6 +4,7 @@
 // It does no network and no audio. It holds credentials, so the directory is 0700, the
 // files are 0600, and no error or description ever contains a seed, token or password.
 
+import Synchronization
 import Foundation
 import GatewayProtocol
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Glibc
 
 /// The state database. Every call is synchronous and serialised by one lock, so the CLI
 /// can call it directly and actors can share one instance.
-public final class ClawStore: @unchecked Sendable {
+public final class ClawStore: Sendable {
     /// File name inside the state directory.
     public static let fileName = "clawvoice.sqlite"
     /// Schema version this build migrates to.
@@ -23,8 +24,8 @@ public final class ClawStore: @unchecked Sendable {
     /// Schema version of the file after opening (always `supportedSchemaVersion`).
     public let schemaVersion: Int
 
-    private let lock = NSLock()
-    private let db: SQLiteDatabase  // guarded by `lock`
+    /// The one connection; every call holds this lock for its whole statement or transaction.
+    private let db: Mutex<SQLiteDatabase>
 
     /// Opens (creating if needed) `<directory>/clawvoice.sqlite` and migrates it.
     public init(directory: String) throws(StoreError) {
@@ -44,7 +45,7 @@ public final class ClawStore: @unchecked Sendable {
         }
         try db.execute("PRAGMA foreign_keys=ON")
         schemaVersion = try Self.migrate(db)
-        self.db = db
+        self.db = Mutex(db)
 
         // SQLite creates these with the database's mode; chmod anyway in case they predate us.
         for suffix in ["-wal", "-shm"] {
@@ -67,7 +68,7 @@ public final class ClawStore: @unchecked Sendable {
             throw .sqlite(call: "open (read only)", code: 0, message: "schema version \(found) needs an upgrade, which cannot be written now")
         }
         schemaVersion = found
-        self.db = db
+        self.db = Mutex(db)
     }
 
     /// The connection's journal mode ("wal" once open).
@@ -324,10 +325,8 @@ public final class ClawStore: @unchecked Sendable {
     // MARK: Opening
 
     /// Internal so the store's other files (the transcript cache) share the one lock.
-    func locked<T>(_ body: (SQLiteDatabase) throws(StoreError) -> T) throws(StoreError) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(db)
+    func locked<T: Sendable>(_ body: (SQLiteDatabase) throws(StoreError) -> T) throws(StoreError) -> T {
+        try db.withLock { (db: inout SQLiteDatabase) throws(StoreError) -> T in try body(db) }
     }
 
     /// Applies every migration the file has not seen yet, each in its own transaction.

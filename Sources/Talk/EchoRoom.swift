@@ -10,6 +10,7 @@ import Audio
 import AudioFrontEnd
 import Foundation
 import GatewayClient
+import GatewayProtocol
 import WakeWord
 
 /// A module-loopback from `source` into `sink` on one PulseAudio server.
@@ -191,16 +192,16 @@ public struct RoomRecording: Sendable, Codable {
         defer { conn.close() }
         let capture = PulseCapture(connection: conn, source: microphone)
         try await capture.start()
-        let frames = Mutex<[CapturedFrame]>([])
-        let reader = Task { for await f in capture.frames { frames.withLock { $0.append(f) } } }
+        let frames = Locked<[CapturedFrame]>([])
+        async let reading: Void = { for await f in capture.frames { frames.withLock { $0.append(f) } } }()
         try await Task.sleep(for: .milliseconds(500))
         let playback = PulsePlayback(connection: conn, sink: speakerSink)
         let handedAt = ContinuousClock.now
-        let done = Mutex(false)
-        let playing = Task {
+        let done = Locked(false)
+        async let playing = {
             defer { done.withLock { $0 = true } }
             return try await playback.play(PCMBuffer(format: .voice, samples: far), timeout: .seconds(10))
-        }
+        }()
         // As the live sink does: PulseAudio's timing every 100 ms says when the clip started (an
         // underrun moves it later), and the frames after each reading follow it.
         var starts: [(at: ContinuousClock.Instant, start: ContinuousClock.Instant)] = []
@@ -208,10 +209,10 @@ public struct RoomRecording: Sendable, Codable {
             try await Task.sleep(for: .milliseconds(100))
             if let t = playback.timing(), t.positionMicroseconds > 0 { starts.append((t.at, t.startedAt)) }
         }
-        _ = try await playing.value
+        _ = try await playing
         try await Task.sleep(for: .milliseconds(600))
         capture.stop()
-        await reader.value
+        await reading
         guard !starts.isEmpty else { throw RoomError(description: "PulseAudio reported no timing for the playback stream") }
         let offsets = starts.map { $0.start - handedAt }.sorted()
         let offset = offsets[offsets.count / 2]

@@ -2,6 +2,7 @@
 // as long as the daemon runs (so pre-roll and `ptt.start → first frame` cost nothing), its
 // frames delivered in order to the TalkController, and the playback sink for speech.
 
+import GatewayProtocol
 import Audio
 import Foundation
 import GatewayClient
@@ -21,13 +22,13 @@ public struct PulseSpeechSink: SpeechSink {
         defer { reference.end() }
         // PulseAudio's timing info (interpolated) tells when the clip is heard; the reference follows it.
         let playback = self.playback
-        let aligner = Task {
+        // A child for the clip's length: leaving this scope cancels and awaits it (before end()).
+        async let aligning: Void = {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(100))
                 if let t = playback.timing(), t.positionMicroseconds > 0 { reference.align(startedAt: t.startedAt) }
             }
-        }
-        defer { aligner.cancel() }
+        }()
         return try await playback.play(pcm) == .finished
     }
     public func stop() async { playback.stop() }
@@ -53,7 +54,7 @@ public final class LiveAudio: Sendable {
     public let playback: PulsePlayback
     private let source: String?
     private let log: LogSink
-    private let state = Mutex<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
+    private let state = Locked<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
 
     /// `server`: a PulseAudio server string; nil means PULSE_SERVER or the default, as libpulse decides.
     public init(source: String?, sink: String?, server: String? = nil, log: LogSink) {
@@ -68,6 +69,7 @@ public final class LiveAudio: Sendable {
 
     /// Starts the capture loop in a task of its own (tools and tests; the daemon runs `run`).
     public func start(feeding controller: TalkController) {
+        // Unstructured: start() is for tools and tests that hold no group; the daemon runs run() as a child.
         let task = Task { [self] in await run(feeding: controller) }
         state.withLock { $0.task = task }
     }

@@ -15,6 +15,7 @@
 // The invoke answers when the notification has been spoken. If the invoke is cancelled (or
 // times out) while the notification still waits in the queue, it is dropped unspoken.
 
+import Synchronization
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -100,12 +101,14 @@ public actor NotificationSpeaker {
             if case .cancelled = reason { ticket.cancelled.withLock { $0 = true } }
         }
         if note.interrupts {
+            // Unstructured: an interrupting notification outlives its invoke's answer (issue 27 item 4).
             Task {
                 continuation.yield(await self.deliver(note, ticket: ticket))
                 continuation.finish()
             }
         } else {
             let previous = tail
+            // Unstructured: the chain of passive notifications outlives each invoke (issue 27 item 4).
             tail = Task {
                 await previous?.value
                 continuation.yield(await self.deliver(note, ticket: ticket))

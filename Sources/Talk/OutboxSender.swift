@@ -51,16 +51,13 @@ public actor OutboxSender {
 
     private enum State {
         case idle
-        case running(Task<Void, Never>)
+        /// The loop runs in `run()`'s task (nil) or in the task `start()` made.
+        case running(Task<Void, Never>?)
         case stopped
     }
     private var state: State = .idle
-    /// A wake that arrived while the loop was busy: the next wait returns at once.
-    private var wakePending = false
-    private var waiter: CheckedContinuation<Void, Never>?
-    private var timer: Task<Void, Never>?
-    /// Stamped on each wait, so a timer left over from an earlier wait cannot end a later one.
-    private var waitGeneration = 0
+    /// Wakes the loop's wait; a wake while the loop is busy makes the next wait return at once.
+    private let wakes = WakeLatch()
     /// The turn whose chat.send is on the wire, if any.
     public private(set) var inFlight: Int64?
     private var lastReadError: String?
@@ -187,17 +184,29 @@ public actor OutboxSender {
 
     // MARK: lifecycle
 
-    /// Starts the send loop (once; a stopped sender stays stopped).
+    /// Runs the send loop in the caller's task until it is cancelled or `stop()`ped: the
+    /// `Service` shape, a child of the daemon's gateway scope (once; a stopped sender stays stopped).
+    public func run() async {
+        guard case .idle = state else { return }
+        state = .running(nil)
+        await loop()
+        state = .stopped
+    }
+
+    /// Starts the send loop in a task of its own, for the tests and the bench that drive a
+    /// sender by hand (the daemon runs `run()` as a child instead).
     public func start() {
         guard case .idle = state else { return }
+        // Unstructured on purpose: the caller keeps no task group; `stop()` ends and awaits it.
         state = .running(Task { await self.loop() })
     }
 
     /// Ends the loop. A chat.send on the wire is not waited for beyond a second: its turn is
     /// still in the database and goes again, with the same key, on the next start.
     public func stop() async {
-        guard case .running(let task) = state else {
+        guard case .running(let started) = state, let task = started else {
             state = .stopped
+            wake()
             return
         }
         state = .stopped
@@ -229,7 +238,7 @@ public actor OutboxSender {
     }
 
     private func loop() async {
-        while isRunning {
+        while isRunning && !Task.isCancelled {
             let next = await pass()
             guard isRunning else { return }
             guard case .wait(let until) = next else { continue }
@@ -432,38 +441,19 @@ public actor OutboxSender {
 
     // MARK: waking
 
+    /// Until `ms` pass, a wake, or cancellation: two children, so nothing outlives the wait.
     private func waitForWake(ms: Int64) async {
-        if wakePending {
-            wakePending = false
-            return
+        if wakes.takePending() { return }
+        let (clock, wakes) = (self.clock, self.wakes)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await clock.sleep(ms) }
+            group.addTask { await wakes.wait() }
+            await group.next()
+            group.cancelAll()
         }
-        waitGeneration += 1
-        let generation = waitGeneration
-        let clock = self.clock
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            waiter = c
-            timer = Task { [weak self] in
-                await clock.sleep(ms)
-                guard !Task.isCancelled else { return }
-                await self?.timerFired(generation)
-            }
-        }
-        timer?.cancel()
-        timer = nil
-    }
-
-    private func timerFired(_ generation: Int) {
-        guard generation == waitGeneration, let w = waiter else { return }
-        waiter = nil
-        w.resume()
     }
 
     private func wake() {
-        if let w = waiter {
-            waiter = nil
-            w.resume()
-        } else {
-            wakePending = true
-        }
+        wakes.signal()
     }
 }

@@ -76,6 +76,7 @@ public actor RelayUplink {
     /// Opens the relay session in the background; frames appended meanwhile wait for it.
     public func start() {
         guard createTask == nil else { return }
+        // Unstructured: talk.session.create runs while frames are held; the uplink is owned by the talk loop's executor (issue 27 item 4).
         createTask = Task { await self.create() }
     }
 
@@ -201,6 +202,7 @@ public actor RelayUplink {
             return
         }
         sending = true
+        // Unstructured: the one sender of a capture's appends, restarted when frames arrive (issue 27 item 4).
         Task { await self.drain() }
     }
 

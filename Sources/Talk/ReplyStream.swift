@@ -70,11 +70,13 @@ public actor ReplyStream {
             // Persistent directives change the voice for later replies too; `once` ones only this reply.
             directiveAdopted = true
             let speech = self.speech
+            // Unstructured: a persistent voice directive applies beside the reply (issue 27 item 4).
             Task { await speech.adopt(d) }
         }
         sentences += new
         queue += new
         if worker == nil && (!queue.isEmpty || finished) {
+            // Unstructured: the reply's speaker worker lives as long as the reply (issue 27 item 4).
             worker = Task { await self.run() }
         }
         wake()
@@ -116,6 +118,7 @@ public actor ReplyStream {
             // Fetch the following sentence while this one plays.
             if let following = await nextIfReady() {
                 let directive = splitter.directive
+                // Unstructured: prefetch of the next sentence, cancelled with the reply (issue 27 item 4).
                 prefetch = Task { await self.speech.prepare(following, route: self.route, directive: directive) }
             }
             if firstAudioAt == nil { firstAudioAt = ContinuousClock.now }
@@ -129,6 +132,7 @@ public actor ReplyStream {
             if report.outcome == .stopped || report.outcome == .failed && report.engine == "none" { break }
             if prefetch == nil, queue.isEmpty, finished { break }
             if prefetch == nil, let sentence = await next() {
+                // Unstructured: prefetch of the next sentence, cancelled with the reply (issue 27 item 4).
                 prefetch = Task { await self.speech.prepare(sentence, route: self.route, directive: self.splitter.directive) }
             } else if prefetch == nil {
                 break

@@ -138,8 +138,8 @@ public actor TalkController {
     private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
-    private let published: Mutex<Snapshot>
-    private let tokens = Mutex(0)
+    private let published: Locked<Snapshot>
+    private let tokens = Locked(0)
     private let origin = ContinuousClock.now
 
     // Loop state: touched only by the loop (run) and what it calls.
@@ -198,7 +198,7 @@ public actor TalkController {
         s.muted = machine.muted
         s.sessionKey = config.sessionKey
         s.silenceTimeoutMs = config.silenceTimeoutMs
-        published = Mutex(s)
+        published = Locked(s)
     }
 
     static func echoOn(_ c: TalkConfig, _ reference: EchoReference?) -> Bool {
@@ -666,7 +666,7 @@ extension TalkController {
         guard case .terminated = post.yield(item) else { return }
         switch item {
         case .command(_, _, _, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
-        case .call(let body): Task { await body(self) }
+        case .call(let body): Task { await body(self) }  // Unstructured: untyped .call items go with issue 27 item 4
         default: break
         }
     }

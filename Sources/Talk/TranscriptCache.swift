@@ -43,6 +43,7 @@ public actor TranscriptSync {
     ///   the cache keeps its previous content then.
     public func refresh(sessionKey: String) async throws -> [CachedMessage] {
         if let running = inFlight[sessionKey] { return try await running.value }
+        // Unstructured: shared by every caller refreshing the same session (inFlight).
         let task = Task { [store, gateway, channel, now] in
             let params: JSONValue = ["sessionKey": .string(sessionKey), "limit": .number(Double(Self.pageLimit))]
             let response = try await channel.request(GatewayMethod.chatHistory, params: params, timeoutMs: Self.requestTimeoutMs)

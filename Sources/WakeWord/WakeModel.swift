@@ -3,6 +3,7 @@
 // speech-embedding front end (models/frontend.json), which the manifest names. models/README.md
 // is the format's manual; models/training/train_head.py writes it.
 
+import Synchronization
 import Foundation
 
 /// The manifest as stored. Fields this build does not use (the training recipe, validation
@@ -141,19 +142,19 @@ public struct WakeModel: Sendable {
 }
 
 /// Front ends by path, so the models of one directory share one loaded copy.
-final class FrontEndCache: @unchecked Sendable {
+final class FrontEndCache: Sendable {
     static let shared = FrontEndCache()
-    private let lock = NSLock()
-    private var loaded: [String: FrontEndWeights] = [:]
+    private let loaded = Mutex<[String: FrontEndWeights]>([:])
 
     /// The front end at `path`; read again when the cached copy is not the one `sha256` names.
     func load(_ path: String, sha256: String) throws(WakeWordError) -> FrontEndWeights {
         let key = (path as NSString).standardizingPath
-        lock.lock()
-        defer { lock.unlock() }
-        if let w = loaded[key], w.manifest.weightsSHA256 == sha256 { return w }
-        let w = try FrontEndWeights.load(manifestPath: key)
-        loaded[key] = w
-        return w
+        // Held while loading, so two callers never read the same files twice.
+        return try loaded.withLock { (loaded: inout [String: FrontEndWeights]) throws(WakeWordError) -> FrontEndWeights in
+            if let w = loaded[key], w.manifest.weightsSHA256 == sha256 { return w }
+            let w = try FrontEndWeights.load(manifestPath: key)
+            loaded[key] = w
+            return w
+        }
     }
 }

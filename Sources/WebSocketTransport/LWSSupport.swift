@@ -220,6 +220,7 @@ final class ProtocolTable {
 }
 
 /// A thread-safe flag a waiter can block on with a deadline.
+// @unchecked: guarded by its NSCondition (threads block on it with a deadline; Mutex has no wait).
 final class CompletionSignal: @unchecked Sendable {
     private let condition = NSCondition()
     private var done = false

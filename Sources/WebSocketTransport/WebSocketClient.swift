@@ -104,7 +104,7 @@ public final class WebSocketClient: Sendable {
 /// The state the service thread and the public methods share. The thread keeps it alive (its
 /// closure holds a strong reference) until the context is destroyed, so the context's user
 /// pointer is passed unretained and there is no Unmanaged retain to balance.
-final class ClientCore: @unchecked Sendable {
+final class ClientCore: @unchecked Sendable {  // @unchecked: the lws service thread owns its state; callers post under `lock`
     private enum Phase { case idle, running, finished }
 
     /// Seconds to wait for the peer's close frame after sending ours, and for the server to

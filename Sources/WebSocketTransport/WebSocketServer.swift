@@ -110,6 +110,7 @@ enum ServerAction {
 
 /// The state the service thread and the public methods share. The thread holds a strong
 /// reference until it has destroyed the context, so the context user pointer is unretained.
+// @unchecked: libwebsockets' service thread owns the connection state; the public side only posts under `lock`.
 final class ServerCore: @unchecked Sendable {
     /// Per-connection state, service thread only.
     private struct Connection {

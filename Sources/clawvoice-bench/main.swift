@@ -176,7 +176,9 @@ let speechOut = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: a
 var tc = TalkConfig()
 tc.speakReplies = false
 let talk = TalkController(channel: session, speech: speechOut, config: tc, log: .silent)
+// Unstructured: top-level script: the loop runs across the whole bench.
 let loop = Task { await talk.run() }
+// Unstructured: top-level script: the event pump runs across the whole bench.
 let pump = Task { for await e in events { talk.handle(e) } }
 audio.start(feeding: talk)
 while audio.captureStatus != "running" { try await Task.sleep(for: .milliseconds(20)) }
@@ -203,7 +205,8 @@ figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopTo
 let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
 let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor")
 try await tap.start()
-let heard = Mutex<[(ContinuousClock.Instant, Double)]>([])
+let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
+// Unstructured: top-level script: the speaker tap runs across the whole bench.
 let reader = Task { for await f in tap.frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
 func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
 func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
@@ -224,14 +227,14 @@ for _ in 0..<rounds {
     let arrived = ContinuousClock.now
     let bytes = PCMBuffer(format: clip.format, samples: clip.samples).bytes  // the clip as it comes off the wire
     let decoded = try ClipDecoder.decode(bytes, outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
-    let playing = Task { try await playback.play(decoded) }
+    async let playing = playback.play(decoded)
     while firstLoud(after: arrived) == nil && ContinuousClock.now - arrived < .seconds(3) { try await Task.sleep(for: .milliseconds(5)) }
     if let loud = firstLoud(after: arrived) { clipToSound.append(ms(loud - arrived)) }
     try await Task.sleep(for: .milliseconds(400))
     let stopAt = ContinuousClock.now
     await speechOut.stop()
     playback.stop()
-    _ = try? await playing.value
+    _ = try? await playing
     try await Task.sleep(for: .milliseconds(400))
     if let quiet = firstQuietRun(after: stopAt) { stopToSilence.append(ms(quiet - stopAt)) }
 }
@@ -239,13 +242,13 @@ for _ in 0..<rounds {
 var switchToSilence: [Double] = []
 for _ in 0..<rounds {
     let text = "This reply keeps talking for a good while so that a session switch can cut it short in the middle."
-    let speaking = Task { await speechOut.speak(text, route: .local) }
+    async let speaking = speechOut.speak(text, route: .local)
     let t0 = ContinuousClock.now
     while firstLoud(after: t0) == nil && ContinuousClock.now - t0 < .seconds(5) { try await Task.sleep(for: .milliseconds(5)) }
     try await Task.sleep(for: .milliseconds(300))
     let at = ContinuousClock.now
     await talk.switchSession(to: "agent:main:bench-\(UUID().uuidString.prefix(4))")
-    _ = await speaking.value
+    _ = await speaking
     try await Task.sleep(for: .milliseconds(400))
     if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
 }
@@ -262,11 +265,11 @@ var turnOverhead: [Double] = [], turnTotal: [Double] = []
 for _ in 0..<rounds {
     await gateway.supplyTranscript("What time is it?")
     let before = await gateway.serviceTimes()
-    let once = Task { try await talk.once() }
+    async let once = talk.once()
     try await Task.sleep(for: .milliseconds(150))
     _ = try await mic.play(short)
     let speechEnded = ContinuousClock.now
-    _ = try await once.value
+    _ = try await once
     while firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) == nil && ContinuousClock.now - speechEnded < .seconds(15) {
         try await Task.sleep(for: .milliseconds(5))
     }

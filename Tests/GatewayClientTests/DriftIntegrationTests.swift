@@ -13,7 +13,7 @@ import WebSocketTransport
 
 /// Records what each invoke carried, for the sessionKey tests.
 final class InvokeLog: Sendable {
-    private let items = Mutex<[NodeInvokeRequest]>([])
+    private let items = Locked<[NodeInvokeRequest]>([])
     var all: [NodeInvokeRequest] { items.withLock { $0 } }
     func add(_ r: NodeInvokeRequest) { items.withLock { $0.append(r) } }
 }

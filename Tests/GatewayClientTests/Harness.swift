@@ -9,7 +9,7 @@ import Store
 import Testing
 
 final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     var sink: LogSink {
         LogSink(minimum: .debug) { [lines] level, component, message in
             lines.withLock { $0.append("\(level.rawValue) \(component): \(message)") }
@@ -31,7 +31,7 @@ func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: (
 }
 
 final class StatusLog: Sendable {
-    private let items = Mutex<[SessionStatus]>([])
+    private let items = Locked<[SessionStatus]>([])
     var callback: @Sendable (SessionStatus) -> Void { { [items] s in items.withLock { $0.append(s) } } }
     var all: [SessionStatus] { items.withLock { $0 } }
     func count(_ state: SessionStatus.State, role: String? = nil) -> Int {

@@ -26,7 +26,7 @@ import Testing
         defer { h.cleanup() }
         let g = try await gateway { $0.autoApprove = true }
         let commands = NodeCommandRegistry()
-        let finished = Mutex(false)
+        let finished = Locked(false)
         commands.register("test.stubborn") { _, _ in
             // Ignores cancellation: four seconds of work that cannot be interrupted.
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -53,7 +53,7 @@ import Testing
         let h = try Harness()
         defer { h.cleanup() }
         let g = try await gateway { $0.autoApprove = true }
-        let heard = Mutex<[String]>([])
+        let heard = Locked<[String]>([])
         let commands = NodeCommandRegistry()
         commands.register("test.wait") { _, _ in
             let signal = InvokeSignal.current

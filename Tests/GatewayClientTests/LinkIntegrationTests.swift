@@ -105,7 +105,7 @@ import Testing
         let h = try Harness()
         defer { h.cleanup() }
         let g = try await gateway { $0.autoApprove = true }
-        let cancelled = Mutex(false)
+        let cancelled = Locked(false)
         let commands = NodeCommandRegistry()
         commands.register("test.slow") { _, _ in
             do { try await Task.sleep(for: .seconds(30)) } catch { cancelled.withLock { $0 = true }; throw error }
@@ -142,7 +142,7 @@ import Testing
         let h = try Harness()
         defer { h.cleanup() }
         let g = try await gateway { $0.autoApprove = true }
-        let events = Mutex<[String]>([])
+        let events = Locked<[String]>([])
         let node = try await connectedNode(h, g) { e in events.withLock { $0.append(e.event) } }
         await g.sendRaw("{not json")
         await g.sendRaw(#"{"type":"wat","id":"1"}"#)
@@ -198,7 +198,7 @@ import Testing
         let g = try await gateway { $0.autoApprove = true }
         let url = await g.url
         try h.addGateway(url, token: "shared-t")
-        let chats = Mutex<[ChatEvent]>([])
+        let chats = Locked<[ChatEvent]>([])
         let op = h.session(.operator, url: url, credentials: GatewayCredentials(sharedToken: "shared-t")) { e in
             if e.event == "chat", let c = ChatEvent(payload: e.payload) { chats.withLock { $0.append(c) } }
         }

@@ -134,6 +134,7 @@ private func lowerFileLimit(of pid: Int32, to soft: Int) throws {
         limits.requestTimeoutMs = 500
         let server = try ControlSocketServer(path: path, limits: limits) { request in ["ok": true, "echo": request["cmd"] ?? .null] }
         defer { server.stop() }
+        async let serving: Void = server.run()
         let slow = rawConnect(path)
         defer { close(slow) }
         _ = "{\"cmd\":".withCString { write(slow, $0, 7) }

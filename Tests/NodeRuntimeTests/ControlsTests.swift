@@ -27,7 +27,7 @@ import Testing
 
     @Test func `each press of a bound key is one control; releases are not`() async throws {
         let fixture = repositoryRoot().appendingPathComponent("Tests/ButtonsTests/Fixtures/headset-playpause.events").path
-        let presses = Mutex<[NodeControl]>([])
+        let presses = Locked<[NodeControl]>([])
         let service = try PTTButtonService(recordedEvents: fixture, key: "KEY_PLAYPAUSE", mode: .hold,
                                            onAction: ControlKeys.press(.toggleMute) { c in presses.withLock { $0.append(c) } })
         try service.start()
@@ -39,7 +39,7 @@ import Testing
 
     /// Presses in the recording: the .start actions a hold-mode reader reports.
     func replayCount(_ path: String) async throws -> Int {
-        let starts = Mutex(0)
+        let starts = Locked(0)
         let s = try PTTButtonService(recordedEvents: path, key: "KEY_PLAYPAUSE", mode: .hold) { if $0 == .start { starts.withLock { $0 += 1 } } }
         try s.start()
         defer { s.stop() }

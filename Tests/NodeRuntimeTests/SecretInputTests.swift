@@ -5,15 +5,16 @@
 
 import Foundation
 import Testing
+import GatewayProtocol
 import LoopbackGateway
 @testable import NodeRuntime
 
-private func io(file: [String: String] = [:], stdin: String? = nil, prompts: LockedBox<[String]> = LockedBox([])) -> SecretIO {
+private func io(file: [String: String] = [:], stdin: String? = nil, prompts: Locked<[String]> = Locked([])) -> SecretIO {
     SecretIO(readFile: { path in
                  guard let text = file[path] else { throw CocoaError(.fileReadNoSuchFile) }
                  return text
              },
-             readLine: { prompt in prompts.set(prompts.get() + [prompt]); return stdin })
+             readLine: { prompt in prompts.withLock { $0.append(prompt) }; return stdin })
 }
 
 private func gateway(_ auth: LoopbackGateway.AuthMode, autoApprove: Bool) async throws -> LoopbackGateway {
@@ -29,10 +30,10 @@ private func gateway(_ auth: LoopbackGateway.AuthMode, autoApprove: Bool) async 
     @Test func `a secret comes from a file, standard input or the fallback, trimmed`() throws {
         let f = io(file: ["/t": "file-token\n"], stdin: "  typed-token \r")
         #expect(try Secrets.resolve("token", value: nil, file: "/t", fallback: "env", command: "pair", io: f) == "file-token")
-        let prompts = LockedBox<[String]>([])
+        let prompts = Locked<[String]>([])
         #expect(try Secrets.resolve("token", value: "-", file: nil, fallback: "env", command: "pair",
                                     io: io(stdin: "typed-token\n", prompts: prompts)) == "typed-token")
-        #expect(prompts.get() == ["Gateway token: "])
+        #expect(prompts.value == ["Gateway token: "])
         #expect(try Secrets.resolve("password", value: nil, file: nil, fallback: "from-env", command: "pair", io: f) == "from-env")
     }
 

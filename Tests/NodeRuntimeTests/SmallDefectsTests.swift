@@ -51,7 +51,7 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
 }
 
 @Suite struct `Session key checks` {
-    @Test func `the control socket refuses a non-string, empty or oversized session key`() throws {
+    @Test func `the control socket refuses a non-string, empty or oversized session key`() async throws {
         #expect(ControlLine.parseRequest(Array(#"{"cmd":"session","use":"agent:main:kitchen"}"#.utf8))
                 == .success(["cmd": "session", "use": "agent:main:kitchen"]))
         #expect(ControlLine.parseRequest(Array(#"{"cmd":"session"}"#.utf8)) == .success(["cmd": "session"]))
@@ -64,6 +64,7 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         let scratch = try Scratch()
         let server = try ControlSocketServer(path: scratch.sub("c.sock")) { _ in ["ok": true] }
         defer { server.stop() }
+        async let serving: Void = server.run()
         let r = try ControlSocketClient.send(["cmd": "session", "use": 5], path: scratch.sub("c.sock"), timeoutSeconds: 2)
         #expect(r["ok"] == false && r["error"]?.stringValue?.contains("must be a string") == true, "\(r)")
     }

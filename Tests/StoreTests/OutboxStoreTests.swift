@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import GatewayProtocol
 import Store
 
 /// A store in a fresh temp directory with gateways "a" and "b".
@@ -67,7 +68,7 @@ private final class OutboxFixture {
         let f = try OutboxFixture()
         let second = try ClawStore(directory: f.root + "/state")
         let stores = [f.store, second]
-        let refused = Mutex(0)
+        let refused = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 40) { i in
             do {
                 try stores[i % 2].enqueueOutbox(gateway: "a", sessionKey: "main", message: "m\(i)", idempotencyKey: "k\(i)",
@@ -178,17 +179,5 @@ private final class OutboxFixture {
         #expect(item(String(repeating: "x", count: 60)).preview == String(repeating: "x", count: 40) + "…")
         #expect(item("", attachments: "[]").preview == "(voice note)")
         #expect(item("").preview == "(empty)")
-    }
-}
-
-/// A lock-protected value for the concurrency test.
-private final class Mutex<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }

@@ -14,7 +14,7 @@ private let longText = "This message is long enough to be interrupted: it keeps 
 
 /// Level frames of the speaker monitor, stamped as they arrive.
 private final class SpeakerMeter: Sendable {
-    let frames = Mutex<[(ContinuousClock.Instant, Double)]>([])
+    let frames = Locked<[(ContinuousClock.Instant, Double)]>([])
     private let capture: PulseCapture
     private let reader: Task<Void, Never>
 
@@ -243,7 +243,7 @@ extension TalkAudio {
     @Test func `a passive notification waits until the user has finished talking`() async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        let talking = Mutex(true)
+        let talking = Locked(true)
         let speaker = NotificationSpeaker(speech: rig.speech, userTalking: { talking.withLock { $0 } })
         let note = Task { try await speaker.notify(params: ["title": "Laundry", "body": "done.", "priority": "passive"]) }
         try await Task.sleep(for: .milliseconds(600))

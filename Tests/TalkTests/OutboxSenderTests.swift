@@ -12,8 +12,8 @@ import Testing
 
 /// Wall-clock milliseconds the test moves by hand.
 private final class ManualClock: Sendable {
-    let ms: Mutex<Int64>
-    init(_ start: Int64 = 1_700_000_000_000) { ms = Mutex(start) }
+    let ms: Locked<Int64>
+    init(_ start: Int64 = 1_700_000_000_000) { ms = Locked(start) }
     var now: Int64 { ms.withLock { $0 } }
     func advance(_ by: Int64) { ms.withLock { $0 += by } }
     var outbox: OutboxClock {
@@ -53,7 +53,7 @@ private final class OutboxRig: Sendable {
     let session: GatewaySession
     let dir: String
     let log = Lines()
-    let confirmed = Mutex<[OutboxItem]>([])
+    let confirmed = Locked<[OutboxItem]>([])
 
     static let fastPolicy: OutboxPolicy = {
         var p = OutboxPolicy()
@@ -147,7 +147,7 @@ private final class OutboxRig: Sendable {
         let rig = try await OutboxRig()
         defer { Task { await rig.shutdown() } }
         let gateway = rig.gateway, session = rig.session
-        let lost = Mutex(0)
+        let lost = Locked(0)
         // The request reaches the gateway, then the connection drops before the answer is read.
         let lossy = ScriptedChannel(isUp: { await session.isConnected }, send: { method, params, timeout in
             let answer = try await session.request(method, params: params, timeoutMs: timeout)
@@ -212,7 +212,7 @@ private final class OutboxRig: Sendable {
         let rig = try await OutboxRig()
         defer { Task { await rig.shutdown() } }
         let clock = ManualClock()
-        let expired = Mutex<[Int64]>([])
+        let expired = Locked<[Int64]>([])
         let sender = OutboxSender(store: rig.store, gateway: "lb", channel: ScriptedChannel.offline, log: rig.log.sink,
                                   policy: OutboxRig.fastPolicy, clock: clock.outbox,
                                   onExpired: { item in expired.withLock { $0.append(item.seq) } })
@@ -241,8 +241,8 @@ private final class OutboxRig: Sendable {
         let rig = try await OutboxRig()
         defer { Task { await rig.shutdown() } }
         let session = rig.session
-        let refusing = Mutex(true)
-        let refused = Mutex<[String]>([])
+        let refusing = Locked(true)
+        let refused = Locked<[String]>([])
         let channel = ScriptedChannel(isUp: { await session.isConnected }, send: { method, params, timeout in
             if method == "chat.send", refusing.withLock({ $0 }) {
                 refused.withLock { $0.append(params?["idempotencyKey"]?.stringValue ?? "") }
@@ -250,7 +250,7 @@ private final class OutboxRig: Sendable {
             }
             return try await session.request(method, params: params, timeoutMs: timeout)
         })
-        let held = Mutex<[Int64]>([])
+        let held = Locked<[Int64]>([])
         let sender = rig.sender(channel: channel)
         await sender.observe { e in if case .held(let item, _) = e { held.withLock { $0.append(item.seq) } } }
         await sender.start()

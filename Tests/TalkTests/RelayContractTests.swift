@@ -15,7 +15,7 @@ import Testing
 
 /// Forwards the operator session's talk.event frames to the uplink under test.
 private final class UplinkBox: Sendable {
-    let uplink = Mutex<RelayUplink?>(nil)
+    let uplink = Locked<RelayUplink?>(nil)
     func forward(_ e: EventFrame) {
         guard e.event == GatewayEvent.talkEvent, let t = TalkTranscriptEvent(payload: e.payload),
               let u = uplink.withLock({ $0 }) else { return }

@@ -11,7 +11,7 @@ import Testing
 
 /// Speaker-monitor frames with their arrival times.
 final class SpeakerLog: Sendable {
-    let frames = Mutex<[(ContinuousClock.Instant, Double)]>([])
+    let frames = Locked<[(ContinuousClock.Instant, Double)]>([])
     let capture: PulseCapture
     let task: Task<Void, Never>
     init(_ rig: TalkRig) async throws {

@@ -14,7 +14,7 @@ import Testing
 func recordSpeaker(_ rig: TalkRig, _ body: () async throws -> Void) async throws -> [Int16] {
     let capture = PulseCapture(connection: rig.speakerTap, source: "cv_speaker.monitor")
     try await capture.start()
-    let collected = Mutex<[Int16]>([])
+    let collected = Locked<[Int16]>([])
     let reader = Task { for await f in capture.frames { collected.withLock { $0 += f.pcm.samples } } }
     try await body()
     try await Task.sleep(for: .milliseconds(300))
@@ -87,7 +87,7 @@ extension TalkAudio {
         defer { Task { await rig.shutdown() } }
         let capture = PulseCapture(connection: rig.speakerTap, source: "cv_speaker.monitor")
         try await capture.start()
-        let frames = Mutex<[(ContinuousClock.Instant, Double)]>([])
+        let frames = Locked<[(ContinuousClock.Instant, Double)]>([])
         let reader = Task { for await f in capture.frames { frames.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
         let speaking = Task { await rig.speech.speak("This is a long sentence that keeps going for quite a while so that it can be interrupted in the middle.", route: .talkSpeak) }
         // Wait until it is audible, then stop.

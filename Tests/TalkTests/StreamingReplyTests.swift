@@ -14,10 +14,10 @@ extension TalkAudio {
         let rig = try await TalkRig.make { $0.echoDeltaDelayMs = 700 }
         defer { Task { await rig.shutdown() } }
         try await rig.waitForMicrophone()
-        let finalAt = Mutex<ContinuousClock.Instant?>(nil)
+        let finalAt = Locked<ContinuousClock.Instant?>(nil)
         let capture = PulseCapture(connection: rig.speakerTap, source: "cv_speaker.monitor")
         try await capture.start()
-        let loudAt = Mutex<ContinuousClock.Instant?>(nil)
+        let loudAt = Locked<ContinuousClock.Instant?>(nil)
         let reader = Task {
             for await f in capture.frames where f.pcm.rms > 0.01 { loudAt.withLock { if $0 == nil { $0 = f.receivedAt } } }
         }

@@ -36,8 +36,8 @@ extension Trait where Self == PrivateTalkServer {
 enum TalkPulse {
     /// The server of the running test case (set by `PrivateTalkServer`).
     @TaskLocal static var current: String?
-    private static let started = Mutex<Set<String>>([])
-    private static let counter = Mutex(0)
+    private static let started = Locked<Set<String>>([])
+    private static let counter = Locked(0)
     /// Short (a socket path has 108 bytes), per process, so two test runs never share one.
     private static let base: String = {
         let b = ProcessInfo.processInfo.environment["CLAWVOICE_TALK_PULSE_DIR"] ?? "/tmp/cvt-\(getpid())"
@@ -117,7 +117,7 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 final class Lines: Sendable {
-    let all = Mutex<[String]>([])
+    let all = Locked<[String]>([])
     var sink: LogSink { LogSink(minimum: .debug) { [all] l, c, m in all.withLock { $0.append("\(l.rawValue) \(c): \(m)") } } }
     func contains(_ s: String) -> Bool { all.withLock { $0.contains { $0.contains(s) } } }
 }

@@ -62,6 +62,7 @@ public enum CaptureStatus: Sendable, Equatable, CustomStringConvertible {
 ///
 /// Create, `start()`, read `frames`, `stop()` (which also finishes `frames`). One start per object.
 /// Call `stop()`: a started capture keeps itself alive, and keeps recording, until then.
+// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
 public final class PulseCapture: @unchecked Sendable {
     public let connection: PulseConnection
     /// The source name (`audio.source`), or nil for the server's default source.

@@ -60,6 +60,7 @@ public struct PulseBackoff: Sendable, Equatable {
 /// Create one per process; it starts connecting at once and keeps itself connected until
 /// `close()`. `generation` increases each time a new context becomes ready, which is how streams
 /// know to re-create themselves after a server restart.
+// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
 public final class PulseConnection: @unchecked Sendable {
     /// The server address given at init (`unix:/path`, `tcp:host`), or nil for `PULSE_SERVER` / the default.
     public let server: String?
@@ -319,6 +320,7 @@ public final class PulseConnection: @unchecked Sendable {
 }
 
 /// A main loop pointer carried to the queue that frees it.
+// @unchecked: a raw pointer handed over once, to the queue that frees it; nothing else touches it then.
 private struct MainloopHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }

@@ -16,6 +16,7 @@ public enum PlaybackOutcome: Sendable, Equatable {
 }
 
 /// Plays PCM on a PulseAudio sink. One stream at a time: opening a new one stops the current one.
+// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
 public final class PulsePlayback: @unchecked Sendable {
     public let connection: PulseConnection
     /// The sink name (`audio.sink`), or nil for the server's default sink.
@@ -146,6 +147,7 @@ public struct PlaybackTiming: Sendable {
 /// One playback stream: the bytes waiting for libpulse to ask for them, and the waiters for its
 /// connection and its drain. Everything here runs with the connection's lock held, except the
 /// two async entry points, which take it.
+// @unchecked: everything in it runs with the connection's main loop lock held (see above).
 public final class PlaybackSession: @unchecked Sendable {
     public let format: AudioFormat
     let connection: PulseConnection
