@@ -317,12 +317,26 @@ public actor TalkController {
     private var cleanedFrames = 0
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
-    /// is off or its model is missing, which `run()` said once).
+    /// is off or its model is missing, which `run()` said once). Only a capture's endpointer reads
+    /// it, so it runs only then (issue 25: idle, it was CPU spent on nothing); a detector that
+    /// missed frames starts from the last frames kept in `voiceContext`, which hold its whole
+    /// window, so its probabilities are the ones it would have given having heard every frame.
     private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
-        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { return nil }
-        if followsGap { voice.reset() }
+        if followsGap { voiceContext.removeAll(); voiceCurrent = false }
+        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { voiceCurrent = false; return nil }
+        defer { voiceContext.append(frame) }
+        guard case .capturing = machine.phase else { voiceCurrent = false; return nil }
+        if !voiceCurrent {
+            voice.reset()
+            for f in voiceContext.drain() { voice.probability(f.samples) }
+            voiceCurrent = true
+        }
         return voice.probability(frame.samples)
     }
+    /// The last frames heard (as many as the voice detector's window spans), and whether the
+    /// detector heard the frame before this one.
+    private var voiceContext = PreRollBuffer(milliseconds: 0)
+    private var voiceCurrent = false
 
     /// Reads the voice detector's model once, before the loop takes its first frame.
     private func loadVoiceDetector() {
@@ -330,6 +344,7 @@ public actor TalkController {
         do {
             let model = try VoiceDetectorModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             voice = VoiceDetector(model: model)
+            voiceContext = PreRollBuffer(milliseconds: VoiceDetector.contextFrames(model) * 20)
             config.voiceThreshold = model.manifest.threshold
             var s = machine.settings
             s.voiceThreshold = model.manifest.threshold

@@ -46,6 +46,13 @@ var figures: [Figure] = []
 
 // `--vad`, `--endpoint`: the voice detector's and the endpointer's tables (pure compute, no audio server).
 let sentencesArg = args.firstIndex(of: "--sentences").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
+if let i = args.firstIndex(of: "--turn-features") {
+    do { try turnFeatures(list: args.dropFirst(i - args.startIndex + 1).first ?? "") } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
 if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tune") {
     do {
         if args.contains("--tune") { try tuneGate(sentences: sentencesArg ?? 160) }
@@ -55,6 +62,29 @@ if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tun
         FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
         exit(1)
     }
+    exit(0)
+}
+
+// `--idle [--seconds N] [--ptt-cycles N]`: a real daemon's idle cost (and, with --ptt-cycles,
+// its memory over push-to-talk turns), alone (DaemonFigures.swift). The whole run has both,
+// with 1,000 cycles unless --ptt-cycles says otherwise.
+let idleSeconds = args.firstIndex(of: "--seconds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 30
+let pttCycles = args.firstIndex(of: "--ptt-cycles").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
+if args.contains("--idle") {
+    let pulse = try await PrivatePulseServer()
+    var fs: [Figure] = []
+    do {
+        fs += try await idleFigures(seconds: idleSeconds, pulse: pulse)
+        if let n = pttCycles { fs += try await pttCycleFigures(cycles: n, pulse: pulse) }
+    } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        pulse.stop()
+        exit(1)
+    }
+    for f in fs {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    pulse.stop()
     exit(0)
 }
 
@@ -189,9 +219,12 @@ figures.append(Figure(name: "ptt_start_to_first_frame", value: median(startToFra
 figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopToLast), unit: "ms", baseline: nil, ratio: nil,
                       detail: "stop to the last talk.session.appendAudio leaving; median of \(stopToLast.count)"))
 
-// Speaker monitor: frames stamped as they arrive from PulseAudio.
+// Speaker monitor: frames stamped as they arrive from PulseAudio, 5 ms at a time (issue 25: in
+// 20 ms fragments the first wholly silent fragment arrives 20 ms after the silence began at the
+// earliest, so the monitor's fragment was most of what stop → silence measured).
+let tapFrameMs = 5
 let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
-let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor")
+let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor", frameMilliseconds: tapFrameMs, bufferedFrames: 2_000)
 try await tap.start()
 let heard = Mutex<[(ContinuousClock.Instant, Double)]>([])
 let reader = Task { for await f in tap.frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
@@ -199,7 +232,9 @@ func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { h
 func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
     heard.withLock { h in
         let after = h.filter { $0.0 > t }
-        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(10).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
+        // 200 ms of silent frames in a row (ten frames of 20 ms before).
+        let run = 200 / tapFrameMs
+        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(run).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
         return nil
     }
 }
@@ -239,8 +274,8 @@ for _ in 0..<rounds {
     try await Task.sleep(for: .milliseconds(400))
     if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
 }
-figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 50, ratio: median(switchToSilence) / 50,
-                      detail: "session switch while speaking → first of ten silent monitor frames (goal ≤ 50 ms); median of \(switchToSilence.count)"))
+figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 15, ratio: median(switchToSilence) / 15,
+                      detail: "session switch while speaking → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 15 ms); median of \(switchToSilence.count)"))
 
 // End of the user's speech → first reply audio, minus what the gateway itself spends
 // (relay transcript, the echo agent's delta delay, talk.speak synthesis), and minus the
@@ -273,9 +308,9 @@ figures.append(Figure(name: "speech_end_to_first_reply_audio", value: median(tur
                       detail: "our own overhead from the end of speech to the first reply sample at the monitor (baseline column: the whole time, incl. the 900 ms silence timeout and the loopback's own time); median of \(turnOverhead.count)"))
 
 figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
-                      detail: "pcm_24000 clip bytes in hand → first audible 20 ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
+                      detail: "pcm_24000 clip bytes in hand → first audible \(tapFrameMs) ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
 figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
-                      detail: "stop request → first of ten silent monitor frames (goal ≤ 50 ms); median of \(stopToSilence.count)"))
+                      detail: "stop request → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 50 ms); median of \(stopToSilence.count)"))
 
 tap.stop()
 await reader.value
@@ -294,6 +329,17 @@ if let o = try? await OutboxBench.measure(turns: 40) {
                           ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
                           detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
 }
+
+// The daemon from the outside (issue 25): idle CPU and RSS, memory over push-to-talk turns.
+do {
+    figures += try await idleFigures(seconds: idleSeconds, pulse: pulse)
+    figures += try await pttCycleFigures(cycles: pttCycles ?? 1000, pulse: pulse)
+} catch {
+    note("daemon figures: \(error)")
+}
+
+// End of speech (issue 25): the window and the end-of-turn model, tables on stderr.
+if let e = try? endpointTable(sentences: sentencesArg ?? 300, print: note) { figures += e }
 
 figures += wakeFigures()
 if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
