@@ -183,6 +183,8 @@ final class CaptureCleaner {
     static let echoTailSamples = 3_200
     /// False: every frame runs the cancellers (the bench's "before" figure).
     var idleSkip = true
+    /// Frames that went through the cancellers (the rest: the noise suppressor alone).
+    private(set) var cancelledFrames = 0
     private let reference: EchoReference
     private var cursor = ReferenceCursor()
     private var clock = FrameClock()
@@ -236,6 +238,7 @@ final class CaptureCleaner {
             return CleanedFrame(uplink: out, detector: out)
         }
         var uplink = frame
+        cancelledFrames += 1
         do {
             let fe = try frontEnd ?? AudioFrontEnd(options: options)
             frontEnd = fe

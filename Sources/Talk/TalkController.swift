@@ -67,6 +67,12 @@ public struct TalkConfig: Sendable, Equatable {
     public var modelsDirectory: String?
     /// The detector's threshold; replaced by the model's own when it loads.
     public var voiceThreshold = 0.5
+    /// Whether push-to-talk and wake turns end when the end-of-turn model (models/turn.json)
+    /// hears the turn end, the silence window being the ceiling (issue 25); false: the window alone.
+    public var endOfTurn = TalkConfig.endOfTurnDefault
+    public static let endOfTurnDefault = false
+    /// The end-of-turn model, once read (by the talk loop, next to the voice detector).
+    public var turnModel: TurnModel?
     public init() {}
 }
 
@@ -206,6 +212,7 @@ public actor TalkController {
         s.silenceTimeoutMs = c.silenceTimeoutMs
         s.voiceDetector = c.voiceDetector
         s.voiceThreshold = c.voiceThreshold
+        s.turnModel = c.endOfTurn && c.voiceDetector == .model ? c.turnModel : nil
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
         s.headset = c.headset
@@ -348,6 +355,14 @@ public actor TalkController {
             config.voiceThreshold = model.manifest.threshold
             var s = machine.settings
             s.voiceThreshold = model.manifest.threshold
+            if config.endOfTurn {
+                do {
+                    config.turnModel = try TurnModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
+                    s.turnModel = config.turnModel
+                } catch {
+                    log.log(.warning, "audio", "end-of-turn model unavailable (\(error)); turns end on the silence window")
+                }
+            }
             machine.replaceSettings(s)
         } catch {
             log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")

@@ -105,6 +105,8 @@ public final class WakeDetector {
     private let frontEndOf: [Int]
     private let heads: [WakeHead]
     private var scoreBuffer: [Float]
+    /// `scoreBuffer` holds the heads' scores for the histories as they are now.
+    private var scoresCurrent = false
     private var thresholdLogits: [Float]
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
@@ -150,6 +152,14 @@ public final class WakeDetector {
         }
     }
 
+    /// Chunks (80 ms) of digital silence that needed no computing (EmbeddingFrontEnd.steadySamples).
+    public var skippedSteps: Int { frontEnds.first?.skippedChunks ?? 0 }
+    /// False: every chunk is computed, silent or not (tests; the bench's "before").
+    public var skipsSilence: Bool {
+        get { frontEnds.first?.skipsSilence ?? false }
+        set { for f in frontEnds { f.skipsSilence = newValue } }
+    }
+
     /// Milliseconds of audio fed so far (whole 80 ms steps).
     public var positionMilliseconds: Int { (frontEnds.first?.chunks ?? 0) * Self.stepMilliseconds }
 
@@ -161,6 +171,7 @@ public final class WakeDetector {
     /// stretches of sound that were never next to each other.
     public func reset() {
         for f in frontEnds { f.reset() }
+        scoresCurrent = false
         refractory.reset()
         confirmation.reset()
         pending = nil
@@ -184,9 +195,13 @@ public final class WakeDetector {
     }
 
     private func step(_ found: inout [WakeDetection], _ onScores: ((StepScores) -> Void)?) {
-        for (i, h) in heads.enumerated() {
-            let logit = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h.logit(history: $0) }
-            scoreBuffer[i] = wakeScore(logit: logit)
+        // A skipped chunk left every history as it was: the heads would give the scores they gave.
+        if !(scoresCurrent && frontEnds.allSatisfy(\.lastStepSkipped)) {
+            for (i, h) in heads.enumerated() {
+                let logit = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h.logit(history: $0) }
+                scoreBuffer[i] = wakeScore(logit: logit)
+            }
+            scoresCurrent = true
         }
         let ms = positionMilliseconds
         onScores?(StepScores(ms: ms, scores: scoreBuffer))

@@ -66,15 +66,15 @@ if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tun
 }
 
 // `--idle [--seconds N] [--ptt-cycles N]`: a real daemon's idle cost (and, with --ptt-cycles,
-// its memory over push-to-talk turns), alone (DaemonFigures.swift). The whole run has both,
+// its memory over push-to-talk turns), alone (DaemonFigures.swift); `--ptt-only --ptt-cycles N`: the turns alone. The whole run has both,
 // with 1,000 cycles unless --ptt-cycles says otherwise.
 let idleSeconds = args.firstIndex(of: "--seconds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 30
 let pttCycles = args.firstIndex(of: "--ptt-cycles").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
-if args.contains("--idle") {
+if args.contains("--idle") || args.contains("--ptt-only") {
     let pulse = try await PrivatePulseServer()
     var fs: [Figure] = []
     do {
-        fs += try await idleFigures(seconds: idleSeconds, pulse: pulse)
+        if args.contains("--idle") { fs += try await idleFigures(seconds: idleSeconds, pulse: pulse) }
         if let n = pttCycles { fs += try await pttCycleFigures(cycles: n, pulse: pulse) }
     } catch {
         FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
