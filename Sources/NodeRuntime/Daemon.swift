@@ -8,6 +8,7 @@ import GatewayProtocol
 import Store
 import Talk
 import WakeWord
+import WebSocketTransport
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.
@@ -106,6 +107,8 @@ public final class NodeDaemon: Sendable {
     let bus: EventBus
     /// Each role's last state, so connected/disconnected are published once per change.
     private let roleStates = Mutex<[String: Bool]>([:])
+    /// Talk and speech activity, counted for the rest service (DaemonRest.swift).
+    let restActivity = RestActivity()
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -115,6 +118,8 @@ public final class NodeDaemon: Sendable {
 
     public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming(),
                 pulseServer: String? = nil, reload: (@Sendable () throws -> ClawConfig)? = nil) throws {
+        // A daemon of a few threads needs few malloc arenas; each keeps free pages of its own.
+        ProcessMemory.limitArenas(2)
         self.paths = paths
         self.config = config
         self.log = log
@@ -296,8 +301,9 @@ public final class NodeDaemon: Sendable {
         supervisor.withLock { $0 = task }
         // After the supervisor: the talk loop takes the handler.
         let bus = self.bus
-        await talk.observeEvents { e in bus.publish(e.name, e.fields) }
-        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]) }
+        let rest = restActivity
+        await talk.observeEvents { e in bus.publish(e.name, e.fields); rest.poke() }
+        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]); rest.poke() }
         // After the supervisor: enabling waits for the talk loop to take it.
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
@@ -317,6 +323,7 @@ public final class NodeDaemon: Sendable {
             group.addTask { await self.pumpEvents() }
             group.addTask { await self.followOperator() }
             group.addTask { await self.gatewayService() }
+            group.addTask { await self.restService() }
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
             if let button { group.addTask { await self.runButton(button) } }
             if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }

@@ -285,7 +285,7 @@ public actor TalkController {
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)),
                        detectorFrame: cleaned.detector)
             if !stopFed, let sw = stopWord, sw.gap() {
-                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
+                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.threshold))
             }
         case .event(let event):
             await gatewayEvent(event)

@@ -143,7 +143,7 @@ public final class WakeDetector {
         return log(q / (1 - q))
     }
 
-    static func thresholds(_ models: [WakeModel], _ sensitivity: Double) -> [Float] {
+    public static func thresholds(_ models: [WakeModel], _ sensitivity: Double) -> [Float] {
         let shift = 4 * (min(max(sensitivity, 0), 1) - 0.5)
         return models.map { m in
             let t = min(max(m.threshold, 1e-6), 1 - 1e-6)

@@ -62,7 +62,10 @@ final class DaemonUnderTest {
                    "XDG_CONFIG_HOME": dir + "/config", "XDG_STATE_HOME": dir + "/xdg-state", "CLAWVOICE_STATE_DIR": dir + "/state",
                    "LANG": "C.UTF-8", "PULSE_SERVER": pulse.server, "CLAWVOICE_GATEWAY_URL": await gateway.url,
                    "CLAWVOICE_GATEWAY_TOKEN": "bench-token", "CLAWVOICE_MODELS_DIR": WakeModelCatalog.defaultDirectory()]
-        if let core = ProcessInfo.processInfo.environment["OPENBLAS_CORETYPE"] { env["OPENBLAS_CORETYPE"] = core }
+        // The allocator's and OpenBLAS's own knobs pass through, to compare settings from outside.
+        for k in ["OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"] {
+            if let v = ProcessInfo.processInfo.environment[k] { env[k] = v }
+        }
         for (k, v) in extraEnv { env[k] = v }
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["run"]
@@ -127,6 +130,11 @@ func idleFigures(seconds: Double, pulse: PrivatePulseServer) async throws -> [Fi
     let wall = ms(ContinuousClock.now - t0) / 1000
     let d1 = ProcStat.cpuSeconds(daemon.pid) ?? 0, p1 = parec.flatMap { ProcStat.cpuSeconds($0.processIdentifier) } ?? 0
     let rss = (ProcStat.status(daemon.pid, "VmRSS:") ?? 0) / 1024
+    let anon = (ProcStat.status(daemon.pid, "RssAnon:") ?? 0) / 1024, file = (ProcStat.status(daemon.pid, "RssFile:") ?? 0) / 1024
+    // CLAWVOICE_BENCH_SMAPS=FILE keeps the daemon's /proc/PID/smaps of that moment (what holds the RSS).
+    if let keep = ProcessInfo.processInfo.environment["CLAWVOICE_BENCH_SMAPS"], let smaps = FileHandle(forReadingAtPath: "/proc/\(daemon.pid)/smaps")?.readDataToEndOfFile() {
+        FileManager.default.createFile(atPath: keep, contents: smaps)
+    }
     let threads = ProcStat.status(daemon.pid, "Threads:") ?? 0
     parec?.terminate()
     let daemonShare = (d1 - d0) / wall, parecShare = (p1 - p0) / wall
@@ -134,7 +142,7 @@ func idleFigures(seconds: Double, pulse: PrivatePulseServer) async throws -> [Fi
                       ratio: parec == nil || parecShare == 0 ? nil : daemonShare / parecShare,
                       detail: String(format: "clawvoice run, default config (echo cancelling on a null-sink loudspeaker, wake on, stop word loaded), microphone hearing silence: CPU time over %.0f s of wall time (/proc/PID/stat); baseline: parec reading the same microphone in 20 ms fragments over the same window; goal ≤ 1 %%", wall)))
     out.append(Figure(name: "idle_daemon_rss", value: rss, unit: "MB", baseline: 30, ratio: rss / 30,
-                      detail: "VmRSS of the same daemon at the end of the window (\(Int(threads)) threads); baseline column: the goal, 30 MB"))
+                      detail: String(format: "VmRSS of the same daemon at the end of the window: %.1f MB anonymous, %.1f MB file-backed (shared libraries' pages it touched); %d threads; baseline column: the goal, 30 MB", anon, file, Int(threads))))
     // Each stage alone, on this thread.
     for s in try IdleStages.measure(seconds: 30, modelsDirectory: WakeModelCatalog.defaultDirectory()) {
         out.append(Figure(name: "idle_stage: " + s.name, value: s.coreShare * 100, unit: "% of a core", baseline: nil, ratio: nil, detail: s.detail))
