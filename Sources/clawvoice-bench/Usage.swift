@@ -9,6 +9,8 @@ enum BenchUsage {
     Usage: clawvoice-bench [--json] [--rounds N]          every figure (Opus framing, push-to-talk and
                                                           playback latencies, speech, stop, wake, echo)
            clawvoice-bench --wake-only [--json]           the wake front end's share of a core
+           clawvoice-bench --live-only [--rounds N]       push-to-talk, playback, stop and session
+                                                          switch latencies alone
            clawvoice-bench --echo-only [--minutes N] [--recording FILE]   the echo canceller's figures
            clawvoice-bench --echo-check FILE...           EchoRoomTests' figures on kept recordings
            clawvoice-bench --vad | --endpoint | --tune [--sentences N]    the voice detector's and
@@ -30,7 +32,7 @@ enum BenchUsage {
     Build it with -c release for figures worth quoting: swift run -c release clawvoice-bench
     """
 
-    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only"]
+    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only"]
     /// Options followed by a value, and whether the value must be a number.
     static let valued: [String: Bool] = ["--rounds": true, "--minutes": true, "--sentences": true, "--recording": false,
                                                 "--seconds": true, "--ptt-cycles": true, "--turn-features": false]

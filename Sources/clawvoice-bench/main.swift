@@ -4,6 +4,7 @@
 //   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only] [--echo-only] [--minutes N]
 //   swift run -c release clawvoice-bench --vad [--sentences N]        (VoiceFigures.swift)
 //   swift run -c release clawvoice-bench --endpoint [--sentences N]
+//   swift run -c release clawvoice-bench --live-only [--rounds N]     (the live latency figures alone)
 //   swift run -c release clawvoice-bench --echo-only [--minutes N] [--recording FILE]   (EchoFigure.swift)
 //   swift run -c release clawvoice-bench --echo-check FILE…                          (EchoCheck.swift)
 //
@@ -331,28 +332,32 @@ await rig.close()
 micConn.close()
 tapConn.close()
 
-// The outbox: enqueue → chat.send, and turns per second against raw chat.send on the same session.
-if let o = try? await OutboxBench.measure(turns: 40) {
-    figures.append(Figure(name: "outbox_enqueue_to_send", value: o.enqueueToSendMs, unit: "ms", baseline: nil, ratio: nil,
-                          detail: "durable enqueue (SQLite commit) → chat.send leaving; median of 40; confirmation via chat.history: \(String(format: "%.1f", o.enqueueToConfirmMs)) ms"))
-    figures.append(Figure(name: "outbox_throughput", value: o.turnsPerSecond, unit: "turns/s", baseline: o.rawTurnsPerSecond,
-                          ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
-                          detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
+// `--live-only`: the live figures above alone (opus, espeak, push-to-talk, playback, stop, switch).
+if !args.contains("--live-only") {
+    // The outbox: enqueue → chat.send, and turns per second against raw chat.send on the same session.
+    if let o = try? await OutboxBench.measure(turns: 40) {
+        figures.append(Figure(name: "outbox_enqueue_to_send", value: o.enqueueToSendMs, unit: "ms", baseline: nil, ratio: nil,
+                              detail: "durable enqueue (SQLite commit) → chat.send leaving; median of 40; confirmation via chat.history: \(String(format: "%.1f", o.enqueueToConfirmMs)) ms"))
+        figures.append(Figure(name: "outbox_throughput", value: o.turnsPerSecond, unit: "turns/s", baseline: o.rawTurnsPerSecond,
+                              ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
+                              detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
+    }
+
+    // The daemon from the outside (issue 25): idle CPU and RSS, memory over push-to-talk turns.
+    do {
+        figures += try await idleFigures(seconds: idleSeconds, pulse: pulse)
+        figures += try await pttCycleFigures(cycles: pttCycles ?? 1000, pulse: pulse)
+    } catch {
+        note("daemon figures: \(error)")
+    }
+
+    // End of speech (issue 25): the window and the end-of-turn model, tables on stderr.
+    if let e = try? endpointTable(sentences: sentencesArg ?? 300, print: note) { figures += e }
+
+    figures += wakeFigures()
+    if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
+
 }
-
-// The daemon from the outside (issue 25): idle CPU and RSS, memory over push-to-talk turns.
-do {
-    figures += try await idleFigures(seconds: idleSeconds, pulse: pulse)
-    figures += try await pttCycleFigures(cycles: pttCycles ?? 1000, pulse: pulse)
-} catch {
-    note("daemon figures: \(error)")
-}
-
-// End of speech (issue 25): the window and the end-of-turn model, tables on stderr.
-if let e = try? endpointTable(sentences: sentencesArg ?? 300, print: note) { figures += e }
-
-figures += wakeFigures()
-if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {
