@@ -68,7 +68,12 @@ if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tun
     do {
         if args.contains("--tune") { try tuneGate(sentences: sentencesArg ?? 160) }
         if args.contains("--vad") { try vadTable(sentencesPerVoice: sentencesArg ?? 40) }
-        if args.contains("--endpoint") { try endpointTable(sentences: sentencesArg ?? 300) }
+        if args.contains("--endpoint") {
+            // With --json: the figures on stdout, one JSON object a line, the tables on stderr.
+            let toStderr: (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+            let fs = try endpointTable(sentences: sentencesArg ?? 300, print: json ? toStderr : { Swift.print($0) })
+            if json { for f in fs { print(try JSONCoding.string(try JSONValue(encoding: f))) } }
+        }
     } catch {
         FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
         exit(1)
