@@ -10,6 +10,7 @@ import Foundation
 import GatewayClient
 import GatewayProtocol
 import WakeWord
+import WebSocketTransport
 
 public struct TalkConfig: Sendable, Equatable {
     /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
@@ -295,6 +296,9 @@ public actor TalkController {
             if captures.removeValue(forKey: id) != nil, let note { notes[id] = (note, finished.audioMs) }
             published.withLock { $0.lastVoiceNote = note; $0.lastTiming = timing }
             await step(.relayFinished(id: id, finished))
+            // A capture's buffers (its PCM, the uplink's pages, the voice note) are freed now: hand
+            // the heap's free pages back, or turn after turn the allocator keeps them (issue 25).
+            if captures.isEmpty { ProcessMemory.trim() }
         case .replySpoken(let report):
             published.withLock { $0.lastSpeech = report }
             await step(.replyDone(stopped: report.outcome == .stopped))
