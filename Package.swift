@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "AudioFrontEnd", dependencies: ["Audio", "CWebRTCAudio"]),
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
-        .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord"]),
+        .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),
         .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery"]),

@@ -9,6 +9,7 @@ import GatewayProtocol
 import Store
 import Talk
 import WakeWord
+import WebSocketTransport
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.
@@ -107,6 +108,8 @@ public final class NodeDaemon: Sendable {
     let bus: EventBus
     /// Each role's last state, so connected/disconnected are published once per change.
     private let roleStates = Locked<[String: Bool]>([:])
+    /// Talk and speech activity, counted for the rest service (DaemonRest.swift).
+    let restActivity = RestActivity()
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
     private var currentScope: GatewayScope { scope.withLock { $0! } }
@@ -116,6 +119,8 @@ public final class NodeDaemon: Sendable {
 
     public init(paths: RuntimePaths, config: ClawConfig, log: LogSink, timing: ConnectionTiming = ConnectionTiming(),
                 pulseServer: String? = nil, reload: (@Sendable () throws -> ClawConfig)? = nil) throws {
+        // A daemon of a few threads needs few malloc arenas; each keeps free pages of its own.
+        ProcessMemory.limitArenas(2)
         self.paths = paths
         self.config = config
         self.log = log
@@ -329,6 +334,7 @@ public final class NodeDaemon: Sendable {
             .init("operator") { await self.followOperator() },
             .init("gateway") { await self.gatewayService() },
             .init("setup") { await self.afterStart() },
+            .init("rest") { await self.restService() },
         ]
         if let control { all.append(.init("control socket", control)) }
         if !headsetKnown { all.append(.init("headset probe") { await self.probeHeadset() }) }
@@ -343,8 +349,9 @@ public final class NodeDaemon: Sendable {
     /// What needs the talk loop running: event reports, wake words, the remembered volume.
     private func afterStart() async {
         let bus = self.bus
-        await talk.observeEvents { e in bus.publish(e.name, e.fields) }
-        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]) }
+        let rest = restActivity
+        await talk.observeEvents { e in bus.publish(e.name, e.fields); rest.poke() }
+        await speech.observeSpeaking { on in bus.publish("speaking", ["state": on ? "started" : "stopped"]); rest.poke() }
         if config.wake.enabled {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             wake.sensitivity = config.wake.sensitivity

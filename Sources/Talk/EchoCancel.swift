@@ -166,13 +166,26 @@ struct CleanedFrame {
 }
 
 /// Cleans microphone frames against the reference; one per capture stream, used by one owner.
+///
+/// While the speaker is silent there is no echo to cancel (issue 25: at idle the cancellers were
+/// most of the node's CPU): once the reference has been silent for longer than an echo lasts, a
+/// frame goes through the noise suppressor alone (`quiet`, a webrtc instance without the
+/// canceller) and the linear canceller is skipped, whose history is then all zeros and whose
+/// output would be the microphone itself. The full instance keeps what it learnt of the room and
+/// takes over again with the first frame the speaker plays; it is made only then.
 final class CaptureCleaner {
-    private let frontEnd: AudioFrontEnd
-    private let linear = LinearEchoCanceller()
+    private let options: AudioFrontEndOptions
+    private var frontEnd: AudioFrontEnd?
+    private var quiet: AudioFrontEnd?
+    private var linear: LinearEchoCanceller?
     /// Reference samples since the speaker last played anything (starts as "long ago").
     private var farQuietSamples = Int.max / 2
     /// The linear filter's span (120 ms) and a margin: how long an echo can outlast the reference.
     static let echoTailSamples = 3_200
+    /// False: every frame runs the cancellers (the bench's "before" figure).
+    var idleSkip = true
+    /// Frames that went through the cancellers (the rest: the noise suppressor alone).
+    private(set) var cancelledFrames = 0
     private let reference: EchoReference
     private var cursor = ReferenceCursor()
     private var clock = FrameClock()
@@ -181,13 +194,17 @@ final class CaptureCleaner {
     let delayMs: Int
 
     init(reference: EchoReference, delayMs: Int, options: AudioFrontEndOptions = CaptureCleaner.options) throws {
-        frontEnd = try AudioFrontEnd(options: options)
+        self.options = options
+        // Tried now, so that a front end that cannot be made fails here and not mid-stream; kept
+        // only from the first frame the speaker plays (until then it would learn nothing).
+        _ = try AudioFrontEnd(options: options)
         self.reference = reference
         self.delayMs = delayMs
     }
 
-    /// What the node's capture runs: the canceller, the noise suppressor and the voice detector.
-    static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: true)
+    /// What the node's capture runs: the canceller and the noise suppressor (webrtc's own voice
+    /// verdict is not used: the voice detector and `LinearEchoCanceller.nearVoice` decide).
+    static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: false)
 
     /// The frame with the speaker's echo taken out (same length; the front end works in 10 ms
     /// steps, so a 20 ms frame comes back whole). `t`: when the frame's last sample was recorded.
@@ -214,21 +231,44 @@ final class CaptureCleaner {
     /// filter spans 0–120 ms of echo delay after `far`, so both the configured 60 ms and the
     /// rooms' measured 40 ms fall inside it.
     func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame {
+        let farSilent = !far.contains(where: { $0 != 0 })
+        let quietBefore = farQuietSamples
+        farQuietSamples = farSilent ? farQuietSamples + far.count : 0
+        if idleSkip && farSilent && quietBefore > Self.echoTailSamples {
+            let out = suppressedOnly(frame)
+            return CleanedFrame(uplink: out, detector: out)
+        }
         var uplink = frame
+        cancelledFrames += 1
         do {
-            try frontEnd.far(far)
-            let (out, _) = try frontEnd.near(frame.samples, delayMs: delayMs)
+            let fe = try frontEnd ?? AudioFrontEnd(options: options)
+            frontEnd = fe
+            try fe.far(far)
+            let (out, _) = try fe.near(frame.samples, delayMs: delayMs)
             if out.count == frame.samples.count { uplink = PCMBuffer(format: frame.format, samples: out) }
         } catch {}
         // webrtc's output says whether the user talks (its suppressor passes them, not the echo):
         // then the linear filter holds still instead of learning their voice.
         let talking = LinearEchoCanceller.nearVoice(microphone: frame.samples, suppressed: uplink.samples)
-        let linearOut = linear.process(near: frame.samples, far: far, nearTalking: talking)
+        let lin = linear ?? LinearEchoCanceller()
+        linear = lin
+        let linearOut = lin.process(near: frame.samples, far: far, nearTalking: talking)
         // With nothing played for longer than the filter's span there is no echo to take out, and
         // the heads hear better through the noise suppressor (more wakes with the speaker silent):
         // the detectors get the linear path only while an echo can be in the frame.
-        farQuietSamples = far.contains(where: { $0 != 0 }) ? 0 : farQuietSamples + far.count
         let detector = farQuietSamples > Self.echoTailSamples ? uplink : PCMBuffer(format: frame.format, samples: linearOut)
         return CleanedFrame(uplink: uplink, detector: detector)
+    }
+
+    /// The speaker is silent: the noise suppressor alone (the frame itself when it is off too).
+    private func suppressedOnly(_ frame: PCMBuffer) -> PCMBuffer {
+        guard options.noiseSuppress else { return frame }
+        do {
+            let q = try quiet ?? AudioFrontEnd(options: AudioFrontEndOptions(echoCancel: false, noiseSuppress: true, gainControl: options.gainControl, voiceDetect: false))
+            quiet = q
+            let (out, _) = try q.near(frame.samples, delayMs: 0)
+            if out.count == frame.samples.count { return PCMBuffer(format: frame.format, samples: out) }
+        } catch {}
+        return frame
     }
 }

@@ -160,9 +160,11 @@ public enum EndpointBench {
 
     /// When the endpointer decides the utterance is over, in ms of audio (nil: not within the
     /// clip). `voice`: per-frame probabilities (nil: the level rule).
-    public static func decisionMs(_ clip: BenchClip, windowMs: Int, voice: [Double]?, threshold: Double, hold: Int = Endpointer.defaultVoiceHoldFrames) -> Double? {
+    public static func decisionMs(_ clip: BenchClip, windowMs: Int, voice: [Double]?, threshold: Double, hold: Int = Endpointer.defaultVoiceHoldFrames,
+                                  turn: TurnModel? = nil) -> Double? {
         var e = Endpointer(silenceTimeoutMs: windowMs, maxCaptureMs: 0, voiceThreshold: voice == nil ? nil : threshold)
         e.voiceHoldFrames = hold
+        e.turnModel = turn
         for (j, f) in frames(clip).enumerated() {
             if case .endOfUtterance = e.feed(f, voice: voice.map { $0[min(j, $0.count - 1)] }) { return Double(j + 1) * 20 }
         }
@@ -241,15 +243,30 @@ public enum EndpointBench {
         }
     }
 
-    /// Early cuts, held-open captures and latencies at each window.
+    /// The end-of-turn features of every frame in a pause after speech (frame index, features),
+    /// as the Endpointer computes them with `turn` set: what models/training/turn_train.py learns from.
+    public static func turnFeatures(_ samples: [Int16], voice: [Double], threshold: Double) -> [(frame: Int, features: [Double])] {
+        var e = Endpointer(silenceTimeoutMs: 1_000_000, maxCaptureMs: 0, voiceThreshold: threshold)
+        var t = TurnDetector()
+        var out: [(Int, [Double])] = []
+        for j in 0..<(samples.count / frameSamples) {
+            let f = PCMBuffer(format: .voice, samples: Array(samples[j * frameSamples..<(j + 1) * frameSamples]))
+            _ = e.feed(f, voice: voice[min(j, voice.count - 1)])
+            if let x = t.feed(f.samples, levelDbfs: e.lastLevelDbfs, speech: e.lastFrameSpeech), e.speechHeard { out.append((j, x)) }
+        }
+        return out
+    }
+
+    /// Early cuts, held-open captures and latencies at each window (with `turn`: the end-of-turn
+    /// model under that window as its ceiling).
     public static func evaluate(_ clips: [BenchClip], voice: [[Double]]?, threshold: Double, windowsMs: [Int],
-                                hold: Int = Endpointer.defaultVoiceHoldFrames) -> [WindowResult] {
+                                hold: Int = Endpointer.defaultVoiceHoldFrames, turn: TurnModel? = nil) -> [WindowResult] {
         windowsMs.map { w in
             var r = WindowResult(windowMs: w)
             for (i, c) in clips.enumerated() {
                 guard let last = c.lastWordEndMs else { continue }
                 r.trials += 1
-                guard let d = decisionMs(c, windowMs: w, voice: voice?[i], threshold: threshold, hold: hold) else { r.heldOpen += 1; continue }
+                guard let d = decisionMs(c, windowMs: w, voice: voice?[i], threshold: threshold, hold: hold, turn: turn) else { r.heldOpen += 1; continue }
                 if d < last { r.earlyCuts += 1 } else { r.latenciesMs.append(d - last) }
             }
             return r

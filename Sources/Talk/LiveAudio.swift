@@ -90,6 +90,8 @@ public final class LiveAudio: Sendable {
                 }
                 if case .waitingForServer = status { log.log(.warning, "audio", "sound server gone; capture resumes when it is back") }
             }
+            // Straight from the sound server's thread into the talk loop's inbox (no hop between).
+            capture.onFrame = { frame in controller.micFrame(frame.pcm, at: frame.recordedAt, followsGap: frame.followsGap) }
             state.withLock { $0.capture = capture }
             do {
                 try await capture.start()
@@ -98,7 +100,7 @@ public final class LiveAudio: Sendable {
                 log.log(.info, "audio", "capturing from \(source ?? "the default source")")
                 // The frame stream does not end by itself on cancellation: stop the capture then.
                 await withTaskCancellationHandler {
-                    for await frame in capture.frames { controller.micFrame(frame.pcm, at: frame.recordedAt, followsGap: frame.followsGap) }
+                    for await _ in capture.frames {}   // ends when the capture does
                 } onCancel: {
                     capture.stop()
                 }

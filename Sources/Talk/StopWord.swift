@@ -8,9 +8,18 @@ import Foundation
 import WakeWord
 
 /// Owned by TalkController (one isolation domain); not Sendable.
+///
+/// The detector (its front end's layer buffers and patches: 2.3 MB) exists only while the node
+/// speaks: made at the first frame fed, dropped at the gap after the last (issue 25: memory not
+/// needed at rest is not held). The model's weights stay loaded.
 final class StopWordListener {
     static let phrase = "stop"
-    let detector: WakeDetector
+    private let model: WakeModel
+    private let sensitivity: Double
+    /// The stream's detector while frames are fed; nil at rest.
+    private(set) var current: WakeDetector?
+    /// The score a detection needs (the model's threshold at this sensitivity).
+    let threshold: Float
     /// Whether the previous frame was fed: frames in between (silence, a capture) are a gap.
     private var fedLast = false
     /// The highest score since the node began speaking (for the debug log).
@@ -25,26 +34,35 @@ final class StopWordListener {
                 return (nil, "no stop-word model (looked for \(m?.expectedPath ?? directory + "/stop.json")); train one with: \(m?.command ?? "make wake-model TRIGGER=stop"), or set talk.stopWord to false")
             }
             // A short refractory: a second "stop" over a second reply is a second stop.
-            return (StopWordListener(WakeDetector(models: [model], sensitivity: sensitivity, refractoryMilliseconds: 1000)), nil)
+            return (StopWordListener(model: model, sensitivity: sensitivity), nil)
         } catch {
             return (nil, "stop-word model: \(error)")
         }
     }
 
-    private init(_ detector: WakeDetector) { self.detector = detector }
+    private init(model: WakeModel, sensitivity: Double) {
+        self.model = model
+        self.sensitivity = sensitivity
+        threshold = WakeDetector.thresholds([model], sensitivity).first ?? 0
+    }
+
+    // A short refractory: a second "stop" over a second reply is a second stop.
+    private static func detector(_ model: WakeModel, _ sensitivity: Double) -> WakeDetector {
+        WakeDetector(models: [model], sensitivity: sensitivity, refractoryMilliseconds: 1000)
+    }
 
     /// One frame heard while speaking; true when it completed a "stop".
     func feed(_ frame: PCMBuffer) -> WakeDetection? {
-        if !fedLast { detector.reset(); peak = 0 }
+        if !fedLast || current == nil { current = Self.detector(model, sensitivity); peak = 0 }
         fedLast = true
-        return detector.process(frame.samples) { [self] s in peak = max(peak, s.scores.first ?? 0) }.first
+        return current!.process(frame.samples) { [self] s in peak = max(peak, s.scores.first ?? 0) }.first
     }
 
-    /// The node stopped speaking (a frame that was not fed): the next frame starts a fresh stream.
-    /// Returns whether a stream ended here.
+    /// The node stopped speaking (a frame that was not fed): the next frame starts a fresh stream
+    /// with a fresh detector; this one is let go. Returns whether a stream ended here.
     @discardableResult
     func gap() -> Bool {
-        defer { fedLast = false }
+        defer { fedLast = false; current = nil }
         return fedLast
     }
 }

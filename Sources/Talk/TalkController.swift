@@ -10,6 +10,7 @@ import Foundation
 import GatewayClient
 import GatewayProtocol
 import WakeWord
+import WebSocketTransport
 
 public struct TalkConfig: Sendable, Equatable {
     /// Silence after speech that ends a `once` capture (talk.silenceTimeoutMs; the gateway's value wins).
@@ -69,6 +70,12 @@ public struct TalkConfig: Sendable, Equatable {
     public var modelsDirectory: String?
     /// The detector's threshold; replaced by the model's own when it loads.
     public var voiceThreshold = 0.5
+    /// Whether push-to-talk and wake turns end when the end-of-turn model (models/turn.json)
+    /// hears the turn end, the silence window being the ceiling (issue 25); false: the window alone.
+    public var endOfTurn = TalkConfig.endOfTurnDefault
+    public static let endOfTurnDefault = false
+    /// The end-of-turn model, once read (by the talk loop, next to the voice detector).
+    public var turnModel: TurnModel?
     public init() {}
 }
 
@@ -211,6 +218,7 @@ public actor TalkController {
         s.silenceTimeoutMs = c.silenceTimeoutMs
         s.voiceDetector = c.voiceDetector
         s.voiceThreshold = c.voiceThreshold
+        s.turnModel = c.endOfTurn && c.voiceDetector == .model ? c.turnModel : nil
         s.onceMaxMs = c.onceMaxMs
         s.captureMaxMs = c.captureMaxMs
         s.headset = c.headset
@@ -278,7 +286,7 @@ public actor TalkController {
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)),
                        detectorFrame: cleaned.detector)
             if !stopFed, let sw = stopWord, sw.gap() {
-                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.detector.thresholds.first ?? 0))
+                log.log(.debug, "talk", String(format: "stop word: highest score while speaking %.3f (threshold %.3f)", sw.peak, sw.threshold))
             }
         case .event(let event):
             await gatewayEvent(event)
@@ -288,6 +296,9 @@ public actor TalkController {
             if captures.removeValue(forKey: id) != nil, let note { notes[id] = (note, finished.audioMs) }
             published.withLock { $0.lastVoiceNote = note; $0.lastTiming = timing }
             await step(.relayFinished(id: id, finished))
+            // A capture's buffers (its PCM, the uplink's pages, the voice note) are freed now: hand
+            // the heap's free pages back, or turn after turn the allocator keeps them (issue 25).
+            if captures.isEmpty { ProcessMemory.trim() }
         case .replySpoken(let report):
             published.withLock { $0.lastSpeech = report }
             await step(.replyDone(stopped: report.outcome == .stopped))
@@ -321,12 +332,26 @@ public actor TalkController {
     private var cleanedFrames = 0
 
     /// The voice detector's probability for the frame (nil: the level rule decides, because it
-    /// is off or its model is missing, which `run()` said once).
+    /// is off or its model is missing, which `run()` said once). Only a capture's endpointer reads
+    /// it, so it runs only then (issue 25: idle, it was CPU spent on nothing); a detector that
+    /// missed frames starts from the last frames kept in `voiceContext`, which hold its whole
+    /// window, so its probabilities are the ones it would have given having heard every frame.
     private func voiceProbability(_ frame: PCMBuffer, followsGap: Bool) -> Double? {
-        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { return nil }
-        if followsGap { voice.reset() }
+        if followsGap { voiceContext.removeAll(); voiceCurrent = false }
+        guard config.voiceDetector == .model, !machine.muted, frame.format == .voice, let voice else { voiceCurrent = false; return nil }
+        defer { voiceContext.append(frame) }
+        guard case .capturing = machine.phase else { voiceCurrent = false; return nil }
+        if !voiceCurrent {
+            voice.reset()
+            for f in voiceContext.drain() { voice.probability(f.samples) }
+            voiceCurrent = true
+        }
         return voice.probability(frame.samples)
     }
+    /// The last frames heard (as many as the voice detector's window spans), and whether the
+    /// detector heard the frame before this one.
+    private var voiceContext = PreRollBuffer(milliseconds: 0)
+    private var voiceCurrent = false
 
     /// Reads the voice detector's model once, before the loop takes its first frame.
     private func loadVoiceDetector() {
@@ -334,9 +359,18 @@ public actor TalkController {
         do {
             let model = try VoiceDetectorModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             voice = VoiceDetector(model: model)
+            voiceContext = PreRollBuffer(milliseconds: VoiceDetector.contextFrames(model) * 20)
             config.voiceThreshold = model.manifest.threshold
             var s = machine.settings
             s.voiceThreshold = model.manifest.threshold
+            if config.endOfTurn {
+                do {
+                    config.turnModel = try TurnModel.load(directory: config.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
+                    s.turnModel = config.turnModel
+                } catch {
+                    log.log(.warning, "audio", "end-of-turn model unavailable (\(error)); turns end on the silence window")
+                }
+            }
             machine.replaceSettings(s)
         } catch {
             log.log(.warning, "audio", "voice detector unavailable (\(error)); the end of speech is judged by level")

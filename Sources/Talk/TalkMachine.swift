@@ -88,6 +88,9 @@ public struct TalkMachine: Sendable {
         /// frame, at `voiceThreshold`, or the level against the noise floor.
         public var voiceDetector: VoiceDetectorChoice = .model
         public var voiceThreshold = 0.5
+        /// The end-of-turn model for push-to-talk (`once`), wake and follow-up turns (nil: the
+        /// silence window alone); the window stays its ceiling.
+        public var turnModel: TurnModel?
         public var onceMaxMs = 12_000
         public var captureMaxMs = 60_000
         public var headset = false
@@ -595,8 +598,9 @@ public struct TalkMachine: Sendable {
         case .wake: (capMs, silenceMs) = (settings.wakeMaxCaptureMs, settings.wakeSilenceAfterSpeechMs)
         case .followUp: (capMs, silenceMs) = (settings.onceMaxMs, settings.silenceTimeoutMs)
         }
-        let endpointer = Endpointer(silenceTimeoutMs: silenceMs, maxCaptureMs: capMs,
+        var endpointer = Endpointer(silenceTimeoutMs: silenceMs, maxCaptureMs: capMs,
                                     voiceThreshold: settings.voiceDetector == .model ? settings.voiceThreshold : nil)
+        if !kind.isHold, settings.voiceDetector == .model { endpointer.turnModel = settings.turnModel }
         let c = Capture(id: id, kind: kind, sessionKey: session, startedAtMs: nowMs, endpointer: endpointer,
                         capAtMs: nowMs + Int64(capMs) + settings.capSlackMs)
         phase = .capturing(c)

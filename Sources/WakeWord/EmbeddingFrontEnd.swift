@@ -104,6 +104,8 @@ final class EmbeddingFrontEnd {
         for i in audio.indices { audio[i] = 0 }
         filled = 0
         chunks = 0
+        zeroSamples = 0
+        lastStepSkipped = false
         // The mel frames of digital silence: 1e-10 floor, 10·log10 → −100 dB, /10 + 2.
         let silent = Float(-100 * melScale + melOffset)
         buffers[0].update(repeating: silent, count: bufferSizes[0])
@@ -119,12 +121,41 @@ final class EmbeddingFrontEnd {
     /// history then holds its embedding last).
     func append(_ samples: UnsafeBufferPointer<Int16>) -> Bool {
         precondition(samples.count <= remainingInChunk)
-        for k in 0..<samples.count { audio[Self.context + filled + k] = Float(samples[k]) }
+        var zero = true
+        for k in 0..<samples.count {
+            audio[Self.context + filled + k] = Float(samples[k])
+            if samples[k] != 0 { zero = false }
+        }
+        zeroSamples = zero ? zeroSamples + samples.count : 0
         filled += samples.count
         guard filled == Self.chunkSamples else { return false }
+        // Digital silence long enough that every buffer holds what silence gives (a fixed point:
+        // another silent chunk would recompute the same mels, rows and embedding): the chunk
+        // changes nothing, so nothing is computed (issue 25: a muted or absent microphone, a
+        // null source, costs no network). The context kept for the next chunk is silence too.
+        if skipsSilence && zeroSamples >= Self.steadySamples {
+            filled = 0
+            chunks += 1
+            lastStepSkipped = true
+            skippedChunks += 1
+            return true
+        }
+        lastStepSkipped = false
         step()
         return true
     }
+
+    /// Consecutive samples of digital silence appended (0 after any other sample).
+    private(set) var zeroSamples = 0
+    /// Silence after which the state is a fixed point: the 76-frame mel window, then every
+    /// layer's rows refreshed from it, then the 16-embedding history (under 5 s; the test checks
+    /// the fixed point at this length with the skipping off).
+    static let steadySamples = 8 * 16_000
+    /// False: every chunk is computed (tests, and the bench's "before").
+    var skipsSilence = true
+    /// The last completed chunk changed nothing (it was skipped).
+    private(set) var lastStepSkipped = false
+    private(set) var skippedChunks = 0
 
     /// Feeds 16 kHz samples; after each completed chunk calls `onStep` with the embedding
     /// history (historyLength × embeddingSize, oldest first).

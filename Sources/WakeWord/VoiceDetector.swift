@@ -125,6 +125,13 @@ public final class VoiceDetector {
 
     deinit { for p in outputs { p.deallocate() } }
 
+    /// 20 ms frames that fill the detector's whole state (its mel window and the FFT's older
+    /// samples): after `reset()` and these frames, it gives what it would have given had it
+    /// heard everything before them.
+    public static func contextFrames(_ model: VoiceDetectorModel) -> Int {
+        (model.manifest.windowFrames * 160 + 352 + 319) / 320
+    }
+
     /// Back to the start of a stream (silence before it).
     public func reset() {
         for i in ring.indices { ring[i] = 0 }

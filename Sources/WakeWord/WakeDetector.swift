@@ -105,6 +105,8 @@ public final class WakeDetector {
     private let frontEndOf: [Int]
     private let heads: [WakeHead]
     private var scoreBuffer: [Float]
+    /// `scoreBuffer` holds the heads' scores for the histories as they are now.
+    private var scoresCurrent = false
     private var thresholdLogits: [Float]
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
@@ -141,13 +143,21 @@ public final class WakeDetector {
         return log(q / (1 - q))
     }
 
-    static func thresholds(_ models: [WakeModel], _ sensitivity: Double) -> [Float] {
+    public static func thresholds(_ models: [WakeModel], _ sensitivity: Double) -> [Float] {
         let shift = 4 * (min(max(sensitivity, 0), 1) - 0.5)
         return models.map { m in
             let t = min(max(m.threshold, 1e-6), 1 - 1e-6)
             let logit = log(t / (1 - t)) - shift
             return Float(1 / (1 + exp(-logit)))
         }
+    }
+
+    /// Chunks (80 ms) of digital silence that needed no computing (EmbeddingFrontEnd.steadySamples).
+    public var skippedSteps: Int { frontEnds.first?.skippedChunks ?? 0 }
+    /// False: every chunk is computed, silent or not (tests; the bench's "before").
+    public var skipsSilence: Bool {
+        get { frontEnds.first?.skipsSilence ?? false }
+        set { for f in frontEnds { f.skipsSilence = newValue } }
     }
 
     /// Milliseconds of audio fed so far (whole 80 ms steps).
@@ -161,6 +171,7 @@ public final class WakeDetector {
     /// stretches of sound that were never next to each other.
     public func reset() {
         for f in frontEnds { f.reset() }
+        scoresCurrent = false
         refractory.reset()
         confirmation.reset()
         pending = nil
@@ -184,9 +195,13 @@ public final class WakeDetector {
     }
 
     private func step(_ found: inout [WakeDetection], _ onScores: ((StepScores) -> Void)?) {
-        for (i, h) in heads.enumerated() {
-            let logit = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h.logit(history: $0) }
-            scoreBuffer[i] = wakeScore(logit: logit)
+        // A skipped chunk left every history as it was: the heads would give the scores they gave.
+        if !(scoresCurrent && frontEnds.allSatisfy(\.lastStepSkipped)) {
+            for (i, h) in heads.enumerated() {
+                let logit = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h.logit(history: $0) }
+                scoreBuffer[i] = wakeScore(logit: logit)
+            }
+            scoresCurrent = true
         }
         let ms = positionMilliseconds
         onScores?(StepScores(ms: ms, scores: scoreBuffer))

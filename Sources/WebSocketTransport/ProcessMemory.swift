@@ -17,6 +17,7 @@ public enum ProcessMemory {
     private typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
     private typealias MallocTrim = @convention(c) (Int) -> Int32
     private static let mMmapThreshold: Int32 = -3
+    private static let mArenaMax: Int32 = -8
 
     private static func symbol<T>(_ name: String, as type: T.Type) -> T? {
         #if canImport(Glibc)
@@ -37,6 +38,14 @@ public enum ProcessMemory {
     /// Fixes glibc's mmap threshold (once per process; later calls do nothing).
     @discardableResult
     public static func returnLargeBuffersToTheSystem() -> Bool { configured }
+
+    /// At most `count` malloc arenas (glibc makes up to 8 per core, one per thread that contends,
+    /// each keeping its own free pages): call at the start of a long-running process.
+    @discardableResult
+    public static func limitArenas(_ count: Int32) -> Bool {
+        guard let mallopt = symbol("mallopt", as: Mallopt.self) else { return false }
+        return mallopt(mArenaMax, count) == 1
+    }
 
     /// Returns free heap memory to the system; call after handling a large message.
     public static func trim() {

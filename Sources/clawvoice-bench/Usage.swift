@@ -9,10 +9,16 @@ enum BenchUsage {
     Usage: clawvoice-bench [--json] [--rounds N]          every figure (Opus framing, push-to-talk and
                                                           playback latencies, speech, stop, wake, echo)
            clawvoice-bench --wake-only [--json]           the wake front end's share of a core
+           clawvoice-bench --live-only [--rounds N]       push-to-talk, playback, stop and session
+                                                          switch latencies alone
            clawvoice-bench --echo-only [--minutes N] [--recording FILE]   the echo canceller's figures
            clawvoice-bench --echo-check FILE...           EchoRoomTests' figures on kept recordings
            clawvoice-bench --vad | --endpoint | --tune [--sentences N]    the voice detector's and
                                                           endpointer's tables (no audio server)
+           clawvoice-bench --idle [--seconds N] [--ptt-cycles N]   a real daemon's idle CPU and RSS
+                                                          (and its RSS over push-to-talk turns)
+           clawvoice-bench --ptt-only --ptt-cycles N      the push-to-talk turns alone
+           clawvoice-bench --turn-features LIST           end-of-turn features of the WAVs in LIST
 
     Options:
       --json            one JSON object per figure
@@ -20,13 +26,16 @@ enum BenchUsage {
       --minutes N       minutes of echo for --echo-only (default 1)
       --recording FILE  replay the room recording kept in FILE, or record it there first
       --sentences N     sentences per table (defaults: --vad 40 per voice, --endpoint 300, --tune 160)
+      --seconds N       the idle window for --idle (default 30)
+      --ptt-cycles N    push-to-talk turns (default 1,000 in the whole run)
       -h, --help        this text
     Build it with -c release for figures worth quoting: swift run -c release clawvoice-bench
     """
 
-    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune"]
+    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only"]
     /// Options followed by a value, and whether the value must be a number.
-    static let valued: [String: Bool] = ["--rounds": true, "--minutes": true, "--sentences": true, "--recording": false]
+    static let valued: [String: Bool] = ["--rounds": true, "--minutes": true, "--sentences": true, "--recording": false,
+                                                "--seconds": true, "--ptt-cycles": true, "--turn-features": false]
 
     enum Verdict: Equatable {
         case run

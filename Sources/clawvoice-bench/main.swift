@@ -4,6 +4,7 @@
 //   swift run -c release clawvoice-bench [--json] [--rounds N] [--wake-only] [--echo-only] [--minutes N]
 //   swift run -c release clawvoice-bench --vad [--sentences N]        (VoiceFigures.swift)
 //   swift run -c release clawvoice-bench --endpoint [--sentences N]
+//   swift run -c release clawvoice-bench --live-only [--rounds N]     (the live latency figures alone)
 //   swift run -c release clawvoice-bench --echo-only [--minutes N] [--recording FILE]   (EchoFigure.swift)
 //   swift run -c release clawvoice-bench --echo-check FILE…                          (EchoCheck.swift)
 //
@@ -56,15 +57,50 @@ var figures: [Figure] = []
 
 // `--vad`, `--endpoint`: the voice detector's and the endpointer's tables (pure compute, no audio server).
 let sentencesArg = args.firstIndex(of: "--sentences").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
+if let i = args.firstIndex(of: "--turn-features") {
+    do { try turnFeatures(list: args.dropFirst(i - args.startIndex + 1).first ?? "") } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
 if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tune") {
     do {
         if args.contains("--tune") { try tuneGate(sentences: sentencesArg ?? 160) }
         if args.contains("--vad") { try vadTable(sentencesPerVoice: sentencesArg ?? 40) }
-        if args.contains("--endpoint") { try endpointTable(sentences: sentencesArg ?? 300) }
+        if args.contains("--endpoint") {
+            // With --json: the figures on stdout, one JSON object a line, the tables on stderr.
+            let toStderr: (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+            let fs = try endpointTable(sentences: sentencesArg ?? 300, print: json ? toStderr : { Swift.print($0) })
+            if json { for f in fs { print(try JSONCoding.string(try JSONValue(encoding: f))) } }
+        }
     } catch {
         FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
         exit(1)
     }
+    exit(0)
+}
+
+// `--idle [--seconds N] [--ptt-cycles N]`: a real daemon's idle cost (and, with --ptt-cycles,
+// its memory over push-to-talk turns), alone (DaemonFigures.swift); `--ptt-only --ptt-cycles N`: the turns alone. The whole run has both,
+// with 1,000 cycles unless --ptt-cycles says otherwise.
+let idleSeconds = args.firstIndex(of: "--seconds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 30
+let pttCycles = args.firstIndex(of: "--ptt-cycles").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
+if args.contains("--idle") || args.contains("--ptt-only") {
+    let pulse = try await PrivatePulseServer()
+    var fs: [Figure] = []
+    do {
+        if args.contains("--idle") { fs += try await idleFigures(seconds: idleSeconds, pulse: pulse) }
+        if let n = pttCycles { fs += try await pttCycleFigures(cycles: n, pulse: pulse) }
+    } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        pulse.stop()
+        exit(1)
+    }
+    for f in fs {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    pulse.stop()
     exit(0)
 }
 
@@ -201,9 +237,12 @@ figures.append(Figure(name: "ptt_start_to_first_frame", value: median(startToFra
 figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopToLast), unit: "ms", baseline: nil, ratio: nil,
                       detail: "stop to the last talk.session.appendAudio leaving; median of \(stopToLast.count)"))
 
-// Speaker monitor: frames stamped as they arrive from PulseAudio.
+// Speaker monitor: frames stamped as they arrive from PulseAudio, 5 ms at a time (issue 25: in
+// 20 ms fragments the first wholly silent fragment arrives 20 ms after the silence began at the
+// earliest, so the monitor's fragment was most of what stop → silence measured).
+let tapFrameMs = 5
 let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
-let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor")
+let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor", frameMilliseconds: tapFrameMs, bufferedFrames: 2_000)
 try await tap.start()
 let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
 // Unstructured: top-level script: the speaker tap runs across the whole bench.
@@ -212,7 +251,9 @@ func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { h
 func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
     heard.withLock { h in
         let after = h.filter { $0.0 > t }
-        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(10).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
+        // 200 ms of silent frames in a row (ten frames of 20 ms before).
+        let run = 200 / tapFrameMs
+        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(run).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
         return nil
     }
 }
@@ -252,8 +293,8 @@ for _ in 0..<rounds {
     try await Task.sleep(for: .milliseconds(400))
     if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
 }
-figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 50, ratio: median(switchToSilence) / 50,
-                      detail: "session switch while speaking → first of ten silent monitor frames (goal ≤ 50 ms); median of \(switchToSilence.count)"))
+figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 15, ratio: median(switchToSilence) / 15,
+                      detail: "session switch while speaking → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 15 ms); median of \(switchToSilence.count)"))
 
 // End of the user's speech → first reply audio, minus what the gateway itself spends
 // (relay transcript, the echo agent's delta delay, talk.speak synthesis), and minus the
@@ -286,9 +327,9 @@ figures.append(Figure(name: "speech_end_to_first_reply_audio", value: median(tur
                       detail: "our own overhead from the end of speech to the first reply sample at the monitor (baseline column: the whole time, incl. the 900 ms silence timeout and the loopback's own time); median of \(turnOverhead.count)"))
 
 figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
-                      detail: "pcm_24000 clip bytes in hand → first audible 20 ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
+                      detail: "pcm_24000 clip bytes in hand → first audible \(tapFrameMs) ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
 figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
-                      detail: "stop request → first of ten silent monitor frames (goal ≤ 50 ms); median of \(stopToSilence.count)"))
+                      detail: "stop request → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 50 ms); median of \(stopToSilence.count)"))
 
 tap.stop()
 await reader.value
@@ -299,17 +340,32 @@ await rig.close()
 micConn.close()
 tapConn.close()
 
-// The outbox: enqueue → chat.send, and turns per second against raw chat.send on the same session.
-if let o = try? await OutboxBench.measure(turns: 40) {
-    figures.append(Figure(name: "outbox_enqueue_to_send", value: o.enqueueToSendMs, unit: "ms", baseline: nil, ratio: nil,
-                          detail: "durable enqueue (SQLite commit) → chat.send leaving; median of 40; confirmation via chat.history: \(String(format: "%.1f", o.enqueueToConfirmMs)) ms"))
-    figures.append(Figure(name: "outbox_throughput", value: o.turnsPerSecond, unit: "turns/s", baseline: o.rawTurnsPerSecond,
-                          ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
-                          detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
-}
+// `--live-only`: the live figures above alone (opus, espeak, push-to-talk, playback, stop, switch).
+if !args.contains("--live-only") {
+    // The outbox: enqueue → chat.send, and turns per second against raw chat.send on the same session.
+    if let o = try? await OutboxBench.measure(turns: 40) {
+        figures.append(Figure(name: "outbox_enqueue_to_send", value: o.enqueueToSendMs, unit: "ms", baseline: nil, ratio: nil,
+                              detail: "durable enqueue (SQLite commit) → chat.send leaving; median of 40; confirmation via chat.history: \(String(format: "%.1f", o.enqueueToConfirmMs)) ms"))
+        figures.append(Figure(name: "outbox_throughput", value: o.turnsPerSecond, unit: "turns/s", baseline: o.rawTurnsPerSecond,
+                              ratio: o.turnsPerSecond / max(o.rawTurnsPerSecond, 0.001),
+                              detail: "in-order delivery with history confirmation vs raw chat.send requests over the same session"))
+    }
 
-figures += wakeFigures()
-if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
+    // The daemon from the outside (issue 25): idle CPU and RSS, memory over push-to-talk turns.
+    do {
+        figures += try await idleFigures(seconds: idleSeconds, pulse: pulse)
+        figures += try await pttCycleFigures(cycles: pttCycles ?? 1000, pulse: pulse)
+    } catch {
+        note("daemon figures: \(error)")
+    }
+
+    // End of speech (issue 25): the window and the end-of-turn model, tables on stderr.
+    if let e = try? endpointTable(sentences: sentencesArg ?? 300, print: note) { figures += e }
+
+    figures += wakeFigures()
+    if let echo = try? await echoFigures(minutes: echoMinutes) { figures += echo }
+
+}
 
 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 if json {

@@ -2,6 +2,8 @@
 // over (talk.silenceTimeoutMs without speech after speech, or the per-capture hard cap). What
 // counts as speech: the voice detector's probability for the frame when one is given (the
 // default, audio.voiceDetector "model"), else the frame's level against the noise floor ("level").
+// With an end-of-turn model (TurnDetector, models/turn.json) the pause after speech may end the
+// utterance sooner, when how the speech ended says the turn is over; the window stays the ceiling.
 // Pure value: no clock, no I/O; time is the audio fed so far, so tests replay it frame by frame.
 
 import Foundation
@@ -12,6 +14,8 @@ public enum EndpointReason: Sendable, Equatable {
     case silence
     /// The capture reached `maxCaptureMs`, speech or not.
     case maxDuration
+    /// The end-of-turn model heard the turn end, before the silence window ran out.
+    case turnEnd
 }
 
 /// What one frame changed.
@@ -93,6 +97,12 @@ public struct Endpointer: Sendable {
     /// Quiet since the last loud frame after speech, in milliseconds.
     public private(set) var quietMilliseconds = 0.0
 
+    /// The end-of-turn model (nil: the silence window alone decides).
+    public var turnModel: TurnModel?
+    private var turn = TurnDetector()
+    /// The end-of-turn model's last chance that the turn is over (nil: not in a pause after speech).
+    public private(set) var lastTurnProbability: Double?
+
     private var calibrationLevels: [Double] = []  // linear RMS, like the iOS floor
     private var loudRun = 0
 
@@ -146,6 +156,8 @@ public struct Endpointer: Sendable {
             }
         }
 
+        var turnFeatures: [Double]?
+        if turnModel != nil { turnFeatures = turn.feed(frame.samples, levelDbfs: level, speech: loud) }
         var event: EndpointEvent?
         if loud {
             loudRun += 1
@@ -161,6 +173,14 @@ public struct Endpointer: Sendable {
                 if quietMilliseconds >= Double(silenceTimeoutMs) {
                     isFinished = true
                     return .endOfUtterance(reason: .silence)
+                }
+                if let m = turnModel, let x = turnFeatures {
+                    let p = m.probability(x)
+                    lastTurnProbability = p
+                    if quietMilliseconds >= m.minimumSilenceMs && p >= m.threshold {
+                        isFinished = true
+                        return .endOfUtterance(reason: .turnEnd)
+                    }
                 }
             }
         }

@@ -1,0 +1,242 @@
+"""Trains the end-of-turn detector (models/turn.json): a logistic model over the features the
+Swift TurnDetector computes in every pause after speech (how the pitch and the level moved over
+the last 300 ms of speech and where they ended against the turn's median, how long the last run
+of speech and of voicing lasted, how long the pause is so far), deciding whether the turn is over.
+
+Turns: two or three clauses from speech.everyday_sentences (not the bench's clause list), each
+said on its own by a training engine (espeak-ng, Piper joe, Pico en-US/en-GB; never flite: awb
+and rms are the bench's held-out voices), trimmed, joined with 150-800 ms pauses (a comma ends
+every clause but the last, whose ending is the engine's own), 0.3-0.8 s before, 2 s after, in
+training noise (white, pink, brown) at clean/20/10/5 dB (Piper says one turn in eight: it takes twenty
+times as long as the others). The features come from the
+Swift code itself (`clawvoice-bench --turn-features`), so training and the node compute the same.
+
+The threshold and the shortest pause are chosen on a validation split of the training engines:
+the quickest median (last word -> decision, 900 ms window as the ceiling) whose turns cut early
+stay under --max-cut (1 %).
+
+Run: models/training/turn_train.sh (what `make turn-model` runs). Pure numpy.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import wave
+
+import numpy as np
+
+import augment
+import speech
+
+SR = 16000
+FRAME = 320
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.dirname(HERE)
+ROOT = os.path.dirname(MODELS)
+CACHE = os.path.join(HERE, ".cache", "turn")
+FEATURES = ["pauseMs", "pitchSlope", "pitchEnd", "levelSlope", "levelEnd", "lastRunMs", "lastVoicedMs", "speechMs", "voicedShare"]
+
+
+def log(msg):
+    print(f"[turn {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def engines():
+    """The training engines that load here (Piper and Pico need the venv's wheels)."""
+    import voices
+    out = [voices.EspeakEngine()]
+    for make in (voices.PiperEngine, lambda: voices.PicoEngine("en-US"), lambda: voices.PicoEngine("en-GB")):
+        try:
+            out.append(make())
+        except Exception as e:  # a missing wheel: say so, train with the rest
+            log(f"engine unavailable ({e.__class__.__name__}: {e}); training without it")
+    return out
+
+
+def trimmed(a):
+    """Clause audio without the engine's own silence (10 ms frames within 40 dB of the loudest)."""
+    x = a.astype(np.float64)
+    n = len(x) // 160
+    if n == 0:
+        return a
+    rms = np.sqrt((x[:n * 160].reshape(n, 160) ** 2).mean(axis=1))
+    on = np.nonzero(rms > rms.max() / 100)[0]
+    return a[on[0] * 160:(on[-1] + 1) * 160] if len(on) else a
+
+
+def clauses(rng, k):
+    out = []
+    for s in speech.everyday_sentences(rng, k):
+        out.append(s.rstrip(".!?"))
+    return out
+
+
+def render(n_turns, seed, eng_list):
+    """Turns as (audio int16, last word end in samples, engine name)."""
+    rng = np.random.default_rng(seed)
+    turns = []
+    noises = ["white", "pink", "brown", None]
+    slow = [e for e in eng_list if e.name.startswith("piper")]
+    fast = [e for e in eng_list if not e.name.startswith("piper")]
+    for i in range(n_turns):
+        # Piper takes ~20 times as long as the others here: one turn in eight.
+        eng = slow[0] if slow and i % 8 == 7 else fast[i % len(fast)]
+        k = int(rng.choice([1, 2, 2, 3, 3]))
+        cs = clauses(rng, k)
+        parts = []
+        speaker = int(rng.integers(1 << 31))   # one speaker's settings for every clause of the turn
+        for j, c in enumerate(cs):
+            text = c + ("," if j < k - 1 else str(rng.choice([".", ".", "?", "!"])))
+            a = trimmed(eng.render(text, np.random.default_rng(speaker)))
+            parts.append(a.astype(np.float64))
+        lead = int(rng.uniform(0.3, 0.8) * SR)
+        pieces = [np.zeros(lead)]
+        for j, p in enumerate(parts):
+            pieces.append(p)
+            if j < k - 1:
+                pieces.append(np.zeros(int(rng.uniform(150, 800) / 1000 * SR)))
+        last_end = sum(len(p) for p in pieces)
+        pieces.append(np.zeros(2 * SR))
+        clean = np.concatenate(pieces)
+        kind = noises[int(rng.integers(len(noises)))]
+        x = clean
+        if kind is not None:
+            snr = float(rng.choice([20, 10, 5]))
+            nz = augment.coloured_noise(rng, len(clean), {"white": 0, "pink": 1, "brown": 2}[kind])
+            x = augment.mix_noise(clean, nz, snr)
+        x = x + rng.normal(0, 1e-3 * (np.abs(clean).max() + 1e-9), len(x))  # nothing is digital silence
+        turns.append((augment.to_int16(x, rng, (-25.0, -3.0)), last_end, eng.name))
+        if (i + 1) % 100 == 0:
+            log(f"rendered {i + 1}/{n_turns}")
+    return turns
+
+
+def write_wav(path, a):
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SR)
+        w.writeframes(a.astype("<i2").tobytes())
+
+
+def features(turns, bench, tag):
+    """Per turn: (frame indices, feature rows) from the Swift bench."""
+    d = os.path.join(CACHE, tag)
+    os.makedirs(d, exist_ok=True)
+    paths = []
+    for i, (a, _, _) in enumerate(turns):
+        p = os.path.join(d, f"{i:05d}.wav")
+        write_wav(p, a)
+        paths.append(p)
+    lst = os.path.join(d, "list.txt")
+    open(lst, "w").write("\n".join(paths) + "\n")
+    out = subprocess.run([bench, "--turn-features", lst], capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        o = json.loads(line)
+        r = np.array(o["rows"], dtype=np.float64).reshape(-1, 1 + len(FEATURES))
+        rows[o["file"]] = (r[:, 0].astype(int), r[:, 1:])
+    return [rows[p] for p in paths]
+
+
+def dataset(turns, feats, ceiling_ms):
+    X, Y = [], []
+    for (a, last, _), (idx, F) in zip(turns, feats):
+        end = (idx + 1) * FRAME  # the frame's end, in samples
+        keep = F[:, 0] <= ceiling_ms
+        X.append(F[keep])
+        Y.append((end[keep] > last).astype(np.float64))
+    return np.concatenate(X), np.concatenate(Y)
+
+
+def fit(X, Y, l2=1e-3, iters=60):
+    """Logistic regression by Newton's method on standardised features, classes balanced."""
+    mean, scale = X.mean(axis=0), X.std(axis=0) + 1e-9
+    Z = np.hstack([(X - mean) / scale, np.ones((len(X), 1))])
+    wpos = 0.5 / max(Y.mean(), 1e-9)
+    wneg = 0.5 / max(1 - Y.mean(), 1e-9)
+    sw = np.where(Y > 0, wpos, wneg)
+    w = np.zeros(Z.shape[1])
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-Z @ w))
+        g = Z.T @ (sw * (p - Y)) / len(Y) + l2 * np.r_[w[:-1], 0]
+        H = (Z * (sw * p * (1 - p))[:, None]).T @ Z / len(Y) + l2 * np.eye(len(w))
+        w -= np.linalg.solve(H, g)
+    return mean, scale, w[:-1], w[-1]
+
+
+def simulate(turns, feats, model, threshold, min_ms, window_ms):
+    """Per turn: the decision in samples (nil when none within the clip) as the Endpointer makes it."""
+    mean, scale, w, b = model
+    out = []
+    for (a, last, _), (idx, F) in zip(turns, feats):
+        p = 1 / (1 + np.exp(-(((F - mean) / scale) @ w + b)))
+        hit = np.nonzero(((F[:, 0] >= min_ms) & (p >= threshold)) | (F[:, 0] >= window_ms))[0]
+        out.append(None if len(hit) == 0 else (idx[hit[0]] + 1) * FRAME)
+    return out
+
+
+def score(turns, decisions):
+    cut = sum(1 for (a, last, _), d in zip(turns, decisions) if d is not None and d < last)
+    lat = [(d - last) / 16 for (a, last, _), d in zip(turns, decisions) if d is not None and d >= last]
+    return cut / len(turns), (float(np.median(lat)) if lat else float("nan"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=600)
+    ap.add_argument("--seed", type=int, default=25)
+    ap.add_argument("--window", type=float, default=900, help="the silence window the model sits under (ms)")
+    ap.add_argument("--max-cut", type=float, default=0.01)
+    ap.add_argument("--bench", default=os.path.join(ROOT, ".build", "release", "clawvoice-bench"))
+    args = ap.parse_args()
+    eng_list = engines()
+    names = [e.name for e in eng_list]
+    key = hashlib.sha1(repr((1, args.turns, args.seed, names)).encode()).hexdigest()[:10]
+    t0 = time.time()
+    turns = render(args.turns, args.seed, eng_list)
+    log(f"{len(turns)} turns from {', '.join(names)} in {time.time() - t0:.0f} s")
+    t0 = time.time()
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"turn_train.py: {args.bench} is missing; build it with: swift build -c release --product clawvoice-bench")
+    feats = features(turns, args.bench, key)
+    log(f"features in {time.time() - t0:.0f} s")
+    # Validation: every fifth turn (all engines in both halves).
+    va = [i for i in range(len(turns)) if i % 5 == 4]
+    tr = [i for i in range(len(turns)) if i % 5 != 4]
+    X, Y = dataset([turns[i] for i in tr], [feats[i] for i in tr], args.window)
+    log(f"{len(Y)} pause frames, {Y.mean() * 100:.1f} % after the last word")
+    model = fit(X, Y)
+    vt, vf = [turns[i] for i in va], [feats[i] for i in va]
+    base = score(vt, simulate(vt, vf, model, 2.0, 1e9, args.window))
+    log(f"validation, window alone ({args.window:.0f} ms): cut {base[0] * 100:.1f} %, median {base[1]:.0f} ms")
+    best = None
+    for min_ms in (100, 140, 180, 220, 260, 300):
+        for th in np.arange(0.50, 0.995, 0.01):
+            cut, med = score(vt, simulate(vt, vf, model, th, min_ms, args.window))
+            if cut <= args.max_cut and (best is None or med < best[2]):
+                best = (float(th), float(min_ms), med, cut)
+    if best is None:
+        sys.exit("turn_train.py: no threshold keeps the early cuts under --max-cut")
+    th, min_ms, med, cut = best
+    log(f"chosen: threshold {th:.2f}, at least {min_ms:.0f} ms of pause: validation median {med:.0f} ms, cut {cut * 100:.1f} %")
+    mean, scale, w, b = model
+    out = {
+        "format": "clawvoice-turn-detector", "version": 1,
+        "source": "models/training/turn_train.py (make turn-model)",
+        "features": FEATURES, "mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": float(b),
+        "threshold": th, "minimumSilenceMs": min_ms, "trainingEngines": names,
+        "validation": {"turns": len(vt), "windowMs": args.window, "medianMs": med, "cutEarly": cut,
+                       "windowAloneMedianMs": base[1]},
+    }
+    with open(os.path.join(MODELS, "turn.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    log("wrote models/turn.json")
+
+
+if __name__ == "__main__":
+    main()
