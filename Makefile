@@ -8,7 +8,9 @@ SHELL := /bin/bash
 APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
   libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
   pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite alsa-utils \
-  libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
+  libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils \
+  gstreamer1.0-plugins-bad gstreamer1.0-nice gstreamer1.0-plugins-base gstreamer1.0-plugins-good \
+  libgstreamer1.0-dev libgstreamer-plugins-bad1.0-dev libgstreamer-plugins-base1.0-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv

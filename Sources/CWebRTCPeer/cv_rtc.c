@@ -219,6 +219,20 @@ static gchar *promise_error(GstPromise *promise, const char *what) {
     return NULL;
 }
 
+/* set-local-description runs on webrtcbin's own thread, the one this callback is on: so never wait for it there. */
+static void on_local_set(GstPromise *promise, gpointer data) {
+    const GstStructure *reply = gst_promise_get_reply(promise);
+    if (reply && gst_structure_has_field(reply, "error")) {
+        GError *err = NULL;
+        gst_structure_get(reply, "error", G_TYPE_ERROR, &err, NULL);
+        gchar *msg = dup_error("set-local-description", err);
+        emit_sdp(data, NULL, msg);
+        g_free(msg);
+        g_clear_error(&err);
+    }
+    gst_promise_unref(promise);
+}
+
 static void on_description_created(GstPromise *promise, gpointer data) {
     cv_rtc *rtc = data;
     gboolean answer = g_object_get_data(G_OBJECT(rtc->webrtc), "cv-answering") != NULL;
@@ -232,12 +246,9 @@ static void on_description_created(GstPromise *promise, gpointer data) {
     }
     gst_promise_unref(promise);
     if (failure) { emit_sdp(rtc, NULL, failure); g_free(failure); return; }
-    GstPromise *set = gst_promise_new();
+    GstPromise *set = gst_promise_new_with_change_func(on_local_set, rtc, NULL);
     g_signal_emit_by_name(rtc->webrtc, "set-local-description", desc, set);
-    failure = promise_error(set, "set-local-description");
-    gst_promise_unref(set);
     gst_webrtc_session_description_free(desc);
-    if (failure) { emit_sdp(rtc, NULL, failure); g_free(failure); }
 }
 
 /* Our one transceiver sends and receives Opus (mono is in the payloader's caps: sprop-stereo=0). */
@@ -284,11 +295,14 @@ cv_rtc *cv_rtc_new(int sample_rate, const char *local_ip, cv_rtc_callbacks callb
     rtc->webrtc = gst_bin_get_by_name(GST_BIN(pipeline), "webrtc");
     rtc->appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "pcmsrc");
 
-    if (local_ip && *local_ip) {
-        GstWebRTCICE *ice = NULL;
-        g_object_get(rtc->webrtc, "ice-agent", &ice, NULL);
-        gboolean ok = FALSE;
-        if (ice) { g_signal_emit_by_name(ice, "add-local-ip-address", local_ip, &ok); gst_object_unref(ice); }
+    GstWebRTCICE *ice = NULL;
+    g_object_get(rtc->webrtc, "ice-agent", &ice, NULL);
+    if (ice) {
+        /* UDP only: the providers and the Watch's ICE-lite answers take UDP host candidates. */
+        if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "ice-tcp")) g_object_set(ice, "ice-tcp", FALSE, NULL);
+        gboolean ok = TRUE;
+        if (local_ip && *local_ip) g_signal_emit_by_name(ice, "add-local-ip-address", local_ip, &ok);
+        gst_object_unref(ice);
         if (!ok) { *error = g_strdup_printf("ICE refused the local address %s", local_ip); cv_rtc_close(rtc); return NULL; }
     }
     g_signal_connect(rtc->webrtc, "pad-added", G_CALLBACK(on_pad_added), rtc);

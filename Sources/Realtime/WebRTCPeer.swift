@@ -31,10 +31,13 @@ public final class WebRTCPeer: @unchecked Sendable {
     private let sink: Unmanaged<Sink>
     private let lock = NSLock()
     private var isClosed = false
+    private var watchdog: Task<Void, Never>?
 
     /// A peer in PLAYING state. `localAddress`: gather ICE candidates on that one address only
     /// (the tests use "127.0.0.1"); nil lets ICE use every host address.
-    public init(sampleRate: Int, localAddress: String? = nil) throws {
+    /// `mediaTimeout`: once remote audio flowed, this long without any is a hang-up
+    /// (webrtcbin 1.22 reports neither a DTLS close nor ICE consent loss of the far end).
+    public init(sampleRate: Int, localAddress: String? = nil, mediaTimeout: Duration = .seconds(3)) throws {
         try WebRTCPeer.initialiseOnce()
         self.sampleRate = sampleRate
         let (events, eventsOut) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(64))
@@ -50,7 +53,9 @@ public final class WebRTCPeer: @unchecked Sendable {
         }
         callbacks.on_audio = { ctx, samples, count in
             guard let samples else { return }
-            Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue().audio.yield(Array(UnsafeBufferPointer(start: samples, count: count)))
+            let s = Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue()
+            s.heard()
+            s.audio.yield(Array(UnsafeBufferPointer(start: samples, count: count)))
         }
         callbacks.on_local_sdp = { ctx, sdp, error in
             Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue()
@@ -63,6 +68,16 @@ public final class WebRTCPeer: @unchecked Sendable {
         }
         self.handle = handle
         self.sink = sink
+        let box = sink.takeUnretainedValue()  // the task holds its own reference
+        watchdog = Task { [box] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                if let last = box.lastAudio, ContinuousClock.now - last > mediaTimeout {
+                    box.state(kind: Int32(CV_RTC_CONNECTION_STATE), value: 3, detail: nil)
+                    return
+                }
+            }
+        }
     }
 
     deinit { close() }
@@ -103,6 +118,7 @@ public final class WebRTCPeer: @unchecked Sendable {
         lock.lock()
         if isClosed { lock.unlock(); return }
         isClosed = true
+        watchdog?.cancel()
         cv_rtc_close(handle)
         lock.unlock()
         let s = sink.takeUnretainedValue()
@@ -153,6 +169,11 @@ private final class Sink: @unchecked Sendable {
     private var last: WebRTCPeer.Event?
     private var pending: Result<String, WebRTCError>?
     private var waiter: CheckedContinuation<String, any Error>?
+    private var lastAudioAt: ContinuousClock.Instant?
+
+    /// When the last decoded remote audio came out (nil: none yet).
+    var lastAudio: ContinuousClock.Instant? { lock.lock(); defer { lock.unlock() }; return lastAudioAt }
+    func heard() { lock.lock(); lastAudioAt = .now; lock.unlock() }
 
     init(events: AsyncStream<WebRTCPeer.Event>.Continuation, audio: AsyncStream<[Int16]>.Continuation) {
         self.eventsOut = events
@@ -164,8 +185,8 @@ private final class Sink: @unchecked Sendable {
         let event: WebRTCPeer.Event?
         switch Int(kind) {
         case Int(CV_RTC_CONNECTION_STATE):
-            // 6 (closed) can only come from the far end here: our own close silences the callbacks first.
-            switch value { case 3: event = .connected; case 4, 6: event = .disconnected; case 5: event = .failed("the WebRTC connection failed"); default: event = nil }
+            // 5 (closed) can only come from the far end here: our own close silences the callbacks first.
+            switch value { case 2: event = .connected; case 3, 5: event = .disconnected; case 4: event = .failed("the WebRTC connection failed"); default: event = nil }
         case Int(CV_RTC_ICE_STATE):
             switch value { case 4: event = .failed("ICE failed"); case 5: event = .disconnected; default: event = nil }
         case Int(CV_RTC_ERROR): event = .failed(detail ?? "pipeline error")

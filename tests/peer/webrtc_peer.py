@@ -19,10 +19,26 @@ import argparse, array, asyncio, fractions, json, math, sys, time
 
 import aioice.ice
 from aiortc import RTCPeerConnection, RTCSessionDescription, MediaStreamTrack
+from aiortc.rtcdtlstransport import RTCCertificate
 from av import AudioFrame
 
 # Loopback only: every host candidate on 127.0.0.1.
 aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"] if use_ipv4 else []
+
+# aiortc offers ECDSA cipher suites only; GStreamer 1.22's DTLS (our side, the DTLS server when
+# we offer actpass) signs with an RSA certificate, as libwebrtc and Pion accept. Widen aiortc's
+# list by the ECDHE-RSA suites so the handshake meets; everything else stays aiortc's.
+_create_ssl_context = RTCCertificate._create_ssl_context
+
+
+def _ssl_context_with_rsa(self, srtp_profiles):
+    ctx = _create_ssl_context(self, srtp_profiles)
+    ctx.set_cipher_list(b"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA:"
+                        b"ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-SHA")
+    return ctx
+
+
+RTCCertificate._create_ssl_context = _ssl_context_with_rsa
 
 RATE = 48000
 FRAME = 960  # 20 ms

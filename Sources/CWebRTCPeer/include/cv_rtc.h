@@ -14,7 +14,7 @@ typedef struct cv_rtc cv_rtc;
 
 /* What a state callback reports. `value` carries the GStreamer enum for the two state kinds. */
 enum {
-    CV_RTC_CONNECTION_STATE = 1, /* value: GstWebRTCPeerConnectionState (0 new … 3 connected, 4 disconnected, 5 failed, 6 closed) */
+    CV_RTC_CONNECTION_STATE = 1, /* value: GstWebRTCPeerConnectionState (0 new, 1 connecting, 2 connected, 3 disconnected, 4 failed, 5 closed) */
     CV_RTC_ICE_STATE = 2,        /* value: GstWebRTCICEConnectionState (0 new, 1 checking, 2 connected, 3 completed, 4 failed, 5 disconnected, 6 closed) */
     CV_RTC_ERROR = 3,            /* detail: the pipeline's error message */
     CV_RTC_END_OF_STREAM = 4,
