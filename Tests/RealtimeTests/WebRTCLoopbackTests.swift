@@ -155,12 +155,19 @@ actor Received {
         // One utterance (800 ms), then quiet while the peer plays it back.
         let clock = ContinuousClock()
         var next = clock.now
+        let mediaStart = clock.now
+        let cpuStart = processCPUSeconds()
         let utterance = speechLike(ms: 800, rate: 16000) + [Int16](repeating: 0, count: 16000 * 2)
+        let utteranceEnd = mediaStart + .milliseconds(800)
         for i in stride(from: 0, to: utterance.count, by: 320) {
             rtc.send(Array(utterance[i..<min(i + 320, utterance.count)]))
             next += .milliseconds(20)
             try await Task.sleep(until: next)
         }
+        let cpu = (processCPUSeconds() - cpuStart) / (clock.now - mediaStart).seconds
+        let replyAfter = await received.firstVoiceAt.map { ($0 - utteranceEnd).seconds * 1000 }
+        print("loopback call: \(String(format: "%.1f", cpu * 100)) % of one core for this process over \(String(format: "%.1f", (clock.now - mediaStart).seconds)) s of two-way media (debug build); "
+              + "first reply audio \(replyAfter.map { String(format: "%.0f", $0) } ?? "-") ms after the utterance ended, the peer's 400 ms endpoint included")
         let stats = try await peer.request("GET", "/stats")
         let checks = stats["offerChecks"]?.objectValue ?? [:]
         #expect(!checks.isEmpty && checks.values.allSatisfy { $0 == .bool(true) }, "offer checks: \(checks)")
@@ -193,6 +200,16 @@ actor Received {
         #expect(rtc.send([1, 2, 3]) == false)
         for await _ in rtc.audio {}
     }
+}
+
+func processCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 final class Mutex_<T: Sendable>: @unchecked Sendable {
