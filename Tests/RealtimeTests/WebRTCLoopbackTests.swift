@@ -190,6 +190,39 @@ actor Received {
         watch.cancel()
     }
 
+    /// The broker's refusals come back as one line each; the secret is single-use.
+    @Test(.timeLimit(.minutes(1))) func offerRefusals() async throws {
+        let peer = try PythonWebRTCPeer()
+        defer { peer.stop() }
+        let rtc = try WebRTCPeer(sampleRate: 16000, localAddress: "127.0.0.1")
+        defer { rtc.close() }
+        let offer = try await rtc.createOffer()
+        await #expect(throws: WebRTCError.self) { try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: "wrong", offer: offer) }
+        do {
+            _ = try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: "wrong", offer: offer)
+        } catch let e as WebRTCError { #expect(e.message.hasPrefix("the offer endpoint answered HTTP 401")) }
+        do {
+            _ = try await OfferExchange.post(origin: peer.origin, path: "/nowhere", secret: peer.secret, offer: offer)
+        } catch let e as WebRTCError { #expect(e.message.hasPrefix("the offer endpoint answered HTTP 404")) }
+        let answer = try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: peer.secret, offer: offer)
+        #expect(answer.hasPrefix("v=0"))
+        do {
+            _ = try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: peer.secret, offer: offer)
+            Issue.record("a used secret was accepted")
+        } catch let e as WebRTCError { #expect(e.message.hasPrefix("the offer endpoint answered HTTP 401")) }
+        #expect(throws: WebRTCError.self) { try rtc.setAnswer("not sdp") }
+        await #expect(throws: WebRTCError.self) { try await OfferExchange.post(origin: "https://127.0.0.1:1", path: "/x", secret: "s", offer: offer) }
+        await #expect(throws: WebRTCError.self) { try await OfferExchange.post(origin: "http://127.0.0.1:1", path: "/x", secret: "s", offer: offer) }
+    }
+
+    @Test func httpOriginFromTheGatewayURL() {
+        #expect(OfferExchange.origin(gatewayURL: "ws://127.0.0.1:18789") == "http://127.0.0.1:18789")
+        #expect(OfferExchange.origin(gatewayURL: "wss://gw.example:443/ws?x=1") == "https://gw.example:443")
+        #expect(OfferExchange.origin(gatewayURL: "wss://gw.example/") == "https://gw.example")
+        #expect(OfferExchange.origin(gatewayURL: "ws://[::1]:8080") == "http://[::1]:8080")
+        #expect(OfferExchange.origin(gatewayURL: "ftp://x") == nil)
+    }
+
     @Test func closingOurPeerEndsItsStreams() async throws {
         let rtc = try WebRTCPeer(sampleRate: 48000, localAddress: "127.0.0.1")
         _ = try await rtc.createOffer()
