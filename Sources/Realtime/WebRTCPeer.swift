@@ -83,7 +83,7 @@ public final class WebRTCPeer: @unchecked Sendable {
     deinit { close() }
 
     /// The complete offer (ICE gathering done, every candidate in it), or an error after `timeout`.
-    public func createOffer(timeout: Duration = .seconds(5)) async throws -> String {
+    public func createOffer(timeout: Duration = .seconds(10)) async throws -> String {
         try await awaitLocalDescription(timeout: timeout) { cv_rtc_create_offer(handle) }
     }
 
@@ -95,7 +95,7 @@ public final class WebRTCPeer: @unchecked Sendable {
     }
 
     /// Answering side (test peers): takes a remote offer and returns the complete answer.
-    public func answer(offer: String, timeout: Duration = .seconds(5)) async throws -> String {
+    public func answer(offer: String, timeout: Duration = .seconds(10)) async throws -> String {
         try await awaitLocalDescription(timeout: timeout) {
             var error: UnsafeMutablePointer<CChar>?
             if cv_rtc_accept_offer(handle, offer, &error) != 0 {
