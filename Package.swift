@@ -62,7 +62,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),
-        .testTarget(name: "RealtimeTests", dependencies: ["Realtime", "GatewayProtocol", "GatewayClient"]),
+        .testTarget(name: "RealtimeTests", dependencies: ["Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store"]),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "GatewayProtocol"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]

@@ -136,7 +136,7 @@ public struct CallTalkEvent: Sendable, Equatable {
 }
 
 /// What the gateway offers for a call, from hello-ok's methods and `talk.catalog` (§2.4).
-public struct CallOffer: Sendable, Equatable {
+public struct CallOffer: Sendable, Equatable, Codable {
     /// `talk.client.create` is among the gateway's methods.
     public var webrtc: Bool
     /// The realtime provider group offers `gateway-relay` with `agent-consult`.

@@ -259,6 +259,7 @@ final class Mutex_<T: Sendable>: @unchecked Sendable {
     init(_ v: T) { self.v = v }
     var value: T { lock.lock(); defer { lock.unlock() }; return v }
     func append<E>(_ e: E) where T == [E] { lock.lock(); v.append(e); lock.unlock() }
+    func set(_ value: T) { lock.lock(); v = value; lock.unlock() }
 }
 
 func waitFor(_ what: String, seconds: Double, _ condition: @Sendable () async -> Bool) async throws {
