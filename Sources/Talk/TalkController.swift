@@ -134,6 +134,8 @@ public actor TalkController {
     private var cleaner: CaptureCleaner?
     private let onMuteChange: (@Sendable (Bool) -> Void)?
     private var onEvent: (@Sendable (TalkEvent) -> Void)?
+    /// Ends the realtime call (TalkController+Call.swift).
+    var onEndCall: (@Sendable (String) -> Void)?
     private var startedReplies: Set<String> = []
     private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
@@ -499,6 +501,8 @@ public actor TalkController {
         case .clearPreRoll:
             preRoll.removeAll()
             wake?.lookback.removeAll()
+        case .endCall(let reason):
+            onEndCall?(reason)
         case .cue(let cue):
             playCue(cue)
             if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }
