@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient"]),
         .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery"]),
+        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime", "WakeWord"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord"]),
 

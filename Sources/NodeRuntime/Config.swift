@@ -86,6 +86,12 @@ public struct ClawConfig: Sendable, Equatable {
         public var stopWordSensitivity: Double = 0.7
         /// Speak `system.notify` notifications; false answers them NOTIFICATIONS_DISABLED.
         public var speakNotifications: Bool = true
+        /// Realtime calls (issue 23): declare talk.start/talk.stop and take `clawvoice call`.
+        /// Off by default: new declared commands ask the gateway for approval again.
+        public var calls: Bool = false
+        /// The gateway's HTTP origin for the call's SDP offer (nil: the gateway URL's, ws→http);
+        /// the loopback gateway serves its offer route on a port of its own.
+        public var callsHttpOrigin: String? = nil
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -182,7 +188,7 @@ extension ClawConfig {
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool",
                  "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
-                 "speakNotifications": "bool"],
+                 "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
@@ -310,6 +316,11 @@ extension ClawConfig {
                 if let b = fields["stopWord"]?.boolValue { c.talk.stopWord = b }
                 if let n = fields["stopWordSensitivity"]?.doubleValue { c.talk.stopWordSensitivity = n }
                 if let b = fields["speakNotifications"]?.boolValue { c.talk.speakNotifications = b }
+                if let b = fields["calls"]?.boolValue { c.talk.calls = b }
+                if let o = s("callsHttpOrigin") {
+                    guard o.hasPrefix("http://") else { throw ConfigError("\(file): 'talk.callsHttpOrigin' must be an http:// origin (got \(o))") }
+                    c.talk.callsHttpOrigin = o
+                }
             case "ptt":
                 c.ptt.device = s("device")
                 if let k = s("key") { c.ptt.key = k }

@@ -5,6 +5,7 @@ import Buttons
 import Foundation
 import GatewayClient
 import GatewayProtocol
+import Realtime
 import Store
 import Talk
 import WakeWord
@@ -15,8 +16,13 @@ public enum NodeCommands {
     public static let ptt = ["talk.ptt.start", "talk.ptt.stop", "talk.ptt.cancel", "talk.ptt.once"]
     public static let all = ptt + ["system.notify"]
 
-    public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil) -> NodeCommandRegistry {
+    public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil,
+                                calls: CallService? = nil) -> NodeCommandRegistry {
         let r = NodeCommandRegistry()
+        // talk.start/talk.stop (D7) only with talk.calls on: new declared commands need the gateway's approval.
+        if let calls {
+            CallCommands.register(on: r, start: { await calls.start(origin: .invoke) }, stop: { await calls.stop(cause: .talkStop) })
+        }
         if let talk {
             // The turn (and its reply) goes to the session the gateway stamped on the invoke
             // (TurnSession: top-level sessionKey), else the current one.
@@ -166,6 +172,10 @@ public final class NodeDaemon: Sendable {
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
+        let activeURL = Mutex(record.url)
+        self.activeURL = activeURL
+        calls = config.talk.calls ? DaemonCalls(config: config, operatorSession: operatorSession, gatewayURL: activeURL,
+                                                playback: audio.playback, talk: talk, bus: bus, log: log) : nil
         latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
@@ -208,6 +218,9 @@ public final class NodeDaemon: Sendable {
     private let presses: AsyncStream<PTTKeyAction>
     private let controlPresses: AsyncStream<NodeControl>
     let controlKeys: [PTTButtonService]
+    /// Realtime calls (talk.calls); nil when off.
+    let calls: DaemonCalls?
+    private let activeURL: Mutex<String>
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     private func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -215,14 +228,16 @@ public final class NodeDaemon: Sendable {
         let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
         let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(talk: talk, notifications: notifications),
+                               commands: NodeCommands.registry(talk: talk, notifications: notifications, calls: calls?.service),
                                log: log, timing: timing)
         let (sink, statusSink) = (eventSink, self.statusSink)
         link.onEvent { role, e in sink.yield((role, e)) }
         let made = GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
         let (bus, roleStates) = (self.bus, self.roleStates)
+        let calls = self.calls
         link.onStatus { [weak made] s in
             if s.role == "operator" { statusSink.yield((s, made)) }
+            if s.role == "operator", let calls { calls.operatorStatus(s, session: link.operator) }
             let up = s.state == .connected
             if roleStates.withLock({ states in defer { states[s.role] = up }; return states[s.role] != up && (up || states[s.role] == true) }) {
                 bus.publish(up ? "connected" : "disconnected", ["role": s.role, "gateway": s.gateway, "detail": s.detail])
@@ -319,6 +334,7 @@ public final class NodeDaemon: Sendable {
             group.addTask { await self.gatewayService() }
             if !headsetKnown { group.addTask { await self.probeHeadset() } }
             if let button { group.addTask { await self.runButton(button) } }
+            if let calls { group.addTask { await calls.run(talk: self.talk) } }
             if !controlKeys.isEmpty { group.addTask { await self.runControlKeys() } }
             if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
                 group.addTask { await self.systemdService(notifier) }
@@ -346,7 +362,11 @@ public final class NodeDaemon: Sendable {
     /// Gateway events in order to the talk loop (chat deltas, transcripts); voicewake.* arrive on
     /// both sessions (the node session gets them first on connect).
     private func pumpEvents() async {
-        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { talk.handle(e) }
+        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") {
+            // D5: a talk.event session.closed for this call ends it.
+            if role == .operator, e.event == "talk.event", let calls { await calls.service.talkEvent(e.payload) }
+            talk.handle(e)
+        }
     }
 
     /// The active gateway's scope, rebuilt in place on every switch request until cancelled.
@@ -356,6 +376,7 @@ public final class NodeDaemon: Sendable {
         while !Task.isCancelled {
             if let s = current {
                 activeName.withLock { $0 = s.record.name }
+                activeURL.withLock { $0 = s.record.url }
                 operatorSession.withLock { $0 = s.link.operator }
                 talk.use(outbox: s.outbox)
                 // Replies of an outbox turn arrive under the run id its chat.send returned.
@@ -372,6 +393,7 @@ public final class NodeDaemon: Sendable {
             }
             guard let reason = await requests.next() else { break }
             log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
+            await calls?.service.gatewaySwitched()
             await talk.interrupt(reason: reason)
             if let s = current {
                 await s.outbox.stop()
@@ -563,6 +585,9 @@ public final class NodeDaemon: Sendable {
             return await historyRefresh(request)
         case "listen":
             return await listenJSON(request)
+        case "call", "hangup":
+            guard let calls else { return ["ok": false, "error": .string(DaemonCalls.disabledMessage)] }
+            return await calls.control(request["cmd"]?.stringValue ?? "")
         default:
             return ["ok": false, "error": .string("unknown command \(request["cmd"]?.stringValue ?? "(none)")")]
         }
@@ -575,7 +600,7 @@ public final class NodeDaemon: Sendable {
             sessions[role.rawValue] = (try? JSONValue(encoding: s)) ?? .null
         }
         let key: String? = await historySessionKey(nil)
-        return ["ok": true, "version": .string(ClawvoiceVersion.current), "pid": .number(Double(getpid())),
+        var out: JSONValue = ["ok": true, "version": .string(ClawvoiceVersion.current), "pid": .number(Double(getpid())),
                 "uptimeMs": .number(Double(nowMs() - startedAtMs)),
                 "gateway": ["name": .string(link.record.name), "url": .string(link.record.url)],
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
@@ -584,6 +609,8 @@ public final class NodeDaemon: Sendable {
                 "button": button.map { .string($0.status.description) } ?? "off",
                 "muted": .bool(talk.muted), "volume": .number(Double(audio.playback.volumePercent)), "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
+        if let calls, case .object(var o) = out { o["call"] = await calls.statusJSON(); out = .object(o) }
+        return out
     }
 
     func ptt(_ action: String) async -> JSONValue {

@@ -10,7 +10,8 @@ import GatewayProtocol
 
 public enum NodeEvents {
     public static let names = ["wake", "listeningStarted", "listeningStopped", "turnSent", "replyStarted", "replyFinished",
-                               "speaking", "stopWord", "error", "muted", "unmuted", "connected", "disconnected"]
+                               "speaking", "stopWord", "error", "muted", "unmuted", "connected", "disconnected",
+                               "callStarted", "callEnded"]
 
     /// The JSON line: `{"event":NAME,"ts":ms,…fields}`.
     public static func line(_ name: String, _ fields: [String: String], ts: Int64) -> String {

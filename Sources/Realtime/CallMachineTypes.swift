@@ -31,7 +31,7 @@ extension CallMachine {
     /// Why a call ended (D5), with the name events and the log use.
     public enum EndCause: Sendable, Equatable {
         case talkStop, hangup, idleTimeout, linkDisconnected, sessionClosed
-        case operatorLost, operatorReplaced, gatewaySwitched
+        case operatorLost, operatorReplaced, gatewaySwitched, sessionSwitched
         case linkFailed(String)
         /// The gateway cannot hold a Gateway-controlled call and no relay is offered.
         case upgradeRequired(String)
@@ -49,6 +49,7 @@ extension CallMachine {
             case .operatorLost: return "operator-lost"
             case .operatorReplaced: return "operator-replaced"
             case .gatewaySwitched: return "gateway-switched"
+            case .sessionSwitched: return "session-switched"
             case .linkFailed: return "link-failed"
             case .upgradeRequired: return "upgrade-required"
             case .unavailable: return "unavailable"

@@ -136,6 +136,8 @@ public actor TalkController {
     private var onEvent: (@Sendable (TalkEvent) -> Void)?
     /// Ends the realtime call (TalkController+Call.swift).
     var onEndCall: (@Sendable (String) -> Void)?
+    /// Where the microphone goes while a call holds the room (echo-cancelled when that is on).
+    var onCallFrame: (@Sendable (PCMBuffer) -> Void)?
     private var startedReplies: Set<String> = []
     private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
@@ -275,6 +277,7 @@ public actor TalkController {
             stopFed = false
             let cleaned = clean(raw, at: at)
             let heard = cleaned.uplink
+            if machine.callMicrophoneOpen { onCallFrame?(heard) }
             // The machine decides on the uplink's frame; its wake and stop actions for this frame
             // run their heads on the linear path's copy of it (CleanedFrame.detector).
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)),

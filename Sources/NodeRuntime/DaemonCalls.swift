@@ -1,0 +1,161 @@
+// The daemon's realtime calls (issue 23, config talk.calls): the CallService wired to the
+// operator session (requests, its status as CallMachine's operator input, talk.event), the
+// gateway's HTTP origin, the microphone (through the talk loop's call hook, in order), the
+// speaker (one PulseAudio stream for the call), the talk loop's call state, and the event bus.
+// `clawvoice call` / `hangup` and `status` reach it through the control socket.
+
+import Audio
+import Foundation
+import GatewayClient
+import GatewayProtocol
+import Realtime
+import Talk
+
+final class DaemonCalls: Sendable {
+    let service: CallService
+    private let player: CallPlayer
+    private let frames: AsyncStream<[Int16]>
+    private let frameSink: AsyncStream<[Int16]>.Continuation
+    private let connectedState = Mutex<(up: Bool, incarnation: Int)>((false, 0))
+    private let log: LogSink
+
+    static let disabledMessage = "calls are off: set talk.calls to true in the config and restart (the gateway must allow talk.start and talk.stop: gateway.nodes.commands.allow)"
+
+    init(config: ClawConfig, operatorSession: Mutex<GatewaySession?>, gatewayURL: Mutex<String>, playback: PulsePlayback,
+         talk: TalkController, bus: EventBus, log: LogSink) {
+        self.log = log
+        let player = CallPlayer(playback: playback, log: log)
+        self.player = player
+        (frames, frameSink) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(50))
+        let explicitKey = config.talk.sessionKey
+        let origin = config.talk.callsHttpOrigin
+        service = CallService(sampleRate: 16_000, edges: CallService.Edges(
+            request: { method, params in
+                guard let s = operatorSession.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
+                return try await s.request(method, params: params)
+            },
+            resolveTarget: {
+                // D2: an explicit talk.sessionKey wins; else the operator connection's resolved target.
+                if let explicitKey { return .success(CallMachine.Target(sessionKey: explicitKey)) }
+                switch await operatorSession.withLock({ $0 })?.talkTarget() {
+                case .resolved(let t)?: return .success(CallMachine.Target(sessionKey: t.sessionKey, agentId: t.gatewayTakesAgentId ? t.agentId : nil))
+                case .invalid(let why)?: return .failure(CallMachine.Failure(code: "TALK_TARGET_INVALID", message: why))
+                case nil: return .failure(CallMachine.Failure(code: "TALK_TARGET_PENDING", message: "the operator session has not resolved the talk target yet"))
+                }
+            },
+            httpOrigin: { origin ?? OfferExchange.origin(gatewayURL: gatewayURL.withLock { $0 }) },
+            play: { player.write($0) },
+            event: { e in
+                switch e {
+                case .started(let id, let path, let origin, let key):
+                    player.start()
+                    Task { await talk.callStarted(id: id) }
+                    let from: String
+                    switch origin { case .invoke: from = "talk.start"; case .local(let what): from = what }
+                    log.log(.info, "call", "call \(id) connected over \(path.rawValue) (session \(key), started by \(from))")
+                    bus.publish("callStarted", ["callId": id, "path": path.rawValue, "origin": from, "sessionKey": key])
+                case .ended(let id, let path, let cause):
+                    player.stop()
+                    Task { await talk.callEnded(id: id) }
+                    log.log(.info, "call", "call \(id) ended (\(cause.name)) on \(path.rawValue)")
+                    bus.publish("callEnded", ["callId": id, "path": path.rawValue, "reason": cause.name])
+                case .upgradeRequired(let why):
+                    log.log(.warning, "call", "gateway upgrade required for calls: \(why)")
+                }
+            },
+            log: { log.log(.info, "call", $0) }))
+    }
+
+    /// The call's timers and the microphone pump; until cancelled.
+    func run(talk: TalkController) async {
+        let service = self.service
+        let sink = frameSink
+        await talk.onCallFrames { frame in sink.yield(frame.samples) }
+        await talk.onCallEnd { reason in
+            Task { _ = await service.stop(cause: reason == "gateway switched" ? .gatewaySwitched : .sessionSwitched) }
+        }
+        await withDiscardingTaskGroup { group in
+            group.addTask { await service.run() }
+            group.addTask { for await f in self.frames { await service.capture(f) } }
+            group.addTask {
+                await untilCancelled()
+                self.frameSink.finish()
+            }
+        }
+        player.stop()
+    }
+
+    /// The operator session's status: each new connection is a new incarnation (D5); on connect,
+    /// what the gateway offers for calls (its methods, talk.catalog) goes in first.
+    func operatorStatus(_ s: SessionStatus, session: GatewaySession) {
+        let up = s.state == .connected
+        guard let (changed, incarnation) = connectedState.withLock({ st -> (Bool, Int)? in
+            if st.up == up { return nil }
+            st.up = up
+            if up { st.incarnation += 1 }
+            return (true, st.incarnation)
+        }), changed else { return }
+        let service = self.service
+        Task {
+            if up {
+                let methods = await session.currentHello()?.methods ?? []
+                let catalog = methods.contains("talk.catalog") ? try? await session.request("talk.catalog", params: [:]) : nil
+                await service.offer(CallOffer(webrtc: methods.contains("talk.client.create"), relay: CallOffer.relayOffered(catalog: catalog)))
+            }
+            await service.operatorState(connected: up, incarnation: incarnation)
+        }
+    }
+
+    /// The control socket's `call` and `hangup`.
+    func control(_ cmd: String) async -> JSONValue {
+        if cmd == "call" {
+            switch await service.start(origin: .local("clawvoice call")) {
+            case .started: return ["ok": true, "started": true]
+            case .alreadyActive: return ["ok": true, "started": false, "alreadyActive": true]
+            case .unavailable(let why): return ["ok": false, "error": .string(why)]
+            case .stopped: return ["ok": false, "error": "unexpected answer"]
+            }
+        }
+        if case .stopped(let b) = await service.stop(cause: .hangup) { return ["ok": true, "stopped": .bool(b)] }
+        return ["ok": false, "error": "unexpected answer"]
+    }
+
+    func statusJSON() async -> JSONValue { (try? JSONValue(encoding: await service.status)) ?? .null }
+}
+
+/// The call's audio at the speaker: one 16 kHz PulseAudio stream from the call's start to its end.
+final class CallPlayer: Sendable {
+    private let playback: PulsePlayback
+    private let log: LogSink
+    /// The stream is open for this generation (writes before it opens are dropped).
+    private let state = Mutex<(generation: Int, open: Bool)>((0, false))
+
+    init(playback: PulsePlayback, log: LogSink) {
+        self.playback = playback
+        self.log = log
+    }
+
+    func start() {
+        let gen = state.withLock { s -> Int in s.generation += 1; s.open = false; return s.generation }
+        let (playback, state, log) = (self.playback, self.state, self.log)
+        Task {
+            do {
+                try await playback.open(format: .voice)
+                state.withLock { if $0.generation == gen { $0.open = true } }
+            } catch {
+                log.log(.warning, "call", "the call's audio cannot play: \(error)")
+            }
+        }
+    }
+
+    func write(_ samples: [Int16]) {
+        guard state.withLock({ $0.open }) else { return }
+        try? playback.write(PCMBuffer(format: .voice, samples: samples))
+    }
+
+    /// Nothing plays after the end.
+    func stop() {
+        let wasOpen = state.withLock { s -> Bool in defer { s.generation += 1; s.open = false }; return s.open }
+        if wasOpen { playback.stop() }
+    }
+}
