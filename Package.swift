@@ -58,7 +58,7 @@ let package = Package(
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),

@@ -92,6 +92,9 @@ public struct ClawConfig: Sendable, Equatable {
         /// The gateway's HTTP origin for the call's SDP offer (nil: the gateway URL's, ws→http);
         /// the loopback gateway serves its offer route on a port of its own.
         public var callsHttpOrigin: String? = nil
+        /// Gather the call's ICE candidates on this one local address (nil: every host address);
+        /// the loopback tests use 127.0.0.1, where their WebRTC peer listens.
+        public var callsIceAddress: String? = nil
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -188,7 +191,7 @@ extension ClawConfig {
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool",
                  "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
-                 "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?"],
+                 "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?", "callsIceAddress": "string?"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
@@ -321,6 +324,7 @@ extension ClawConfig {
                     guard o.hasPrefix("http://") else { throw ConfigError("\(file): 'talk.callsHttpOrigin' must be an http:// origin (got \(o))") }
                     c.talk.callsHttpOrigin = o
                 }
+                c.talk.callsIceAddress = s("callsIceAddress")
             case "ptt":
                 c.ptt.device = s("device")
                 if let k = s("key") { c.ptt.key = k }

@@ -29,7 +29,7 @@ final class DaemonCalls: Sendable {
         (frames, frameSink) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(50))
         let explicitKey = config.talk.sessionKey
         let origin = config.talk.callsHttpOrigin
-        service = CallService(sampleRate: 16_000, edges: CallService.Edges(
+        service = CallService(sampleRate: 16_000, localAddress: config.talk.callsIceAddress, edges: CallService.Edges(
             request: { method, params in
                 guard let s = operatorSession.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
                 return try await s.request(method, params: params)
@@ -48,8 +48,8 @@ final class DaemonCalls: Sendable {
             event: { e in
                 switch e {
                 case .started(let id, let path, let origin, let key):
-                    player.start()
-                    Task { await talk.callStarted(id: id) }
+                    // The talk loop first: its interrupt stops the speaker's stream, the call's then opens.
+                    Task { await talk.callStarted(id: id); player.start() }
                     let from: String
                     switch origin { case .invoke: from = "talk.start"; case .local(let what): from = what }
                     log.log(.info, "call", "call \(id) connected over \(path.rawValue) (session \(key), started by \(from))")
@@ -57,7 +57,7 @@ final class DaemonCalls: Sendable {
                 case .ended(let id, let path, let cause):
                     player.stop()
                     Task { await talk.callEnded(id: id) }
-                    log.log(.info, "call", "call \(id) ended (\(cause.name)) on \(path.rawValue)")
+                    log.log(.info, "call", "call \(id) ended (\(cause.name)) on \(path.rawValue)\(CallStatus.detail(cause).map { ": \($0)" } ?? "")")
                     bus.publish("callEnded", ["callId": id, "path": path.rawValue, "reason": cause.name])
                 case .upgradeRequired(let why):
                     log.log(.warning, "call", "gateway upgrade required for calls: \(why)")

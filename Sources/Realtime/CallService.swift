@@ -170,7 +170,7 @@ public actor CallService {
                 self.handle(.closed(callId: id, sessionId: sid))
             }
         case .callEnded(let id, let path, let cause):
-            status.lastEnd = CallStatus.End(callId: id, path: path.rawValue, cause: cause.name, detail: Self.detail(cause))
+            status.lastEnd = CallStatus.End(callId: id, path: path.rawValue, cause: cause.name, detail: CallStatus.detail(cause))
             edges.event(.ended(callId: id, path: path, cause: cause))
         case .upgradeRequired(let why):
             status.upgradeRequired = why
@@ -248,12 +248,6 @@ public actor CallService {
         return CallMachine.Failure(code: "UNAVAILABLE", message: "\(error)")
     }
 
-    static func detail(_ cause: CallMachine.EndCause) -> String? {
-        switch cause {
-        case .linkFailed(let s), .upgradeRequired(let s), .unavailable(let s), .setupFailed(let s), .timedOut(let s): return s
-        default: return nil
-        }
-    }
 }
 
 /// What the service tells the rest of the node.
@@ -282,4 +276,12 @@ public struct CallStatus: Sendable, Equatable, Codable {
     public var connectedCalls = 0
     public var offer: CallOffer?
     public init() {}
+
+    /// The detail an end cause carries (link failure, upgrade reason, setup error), if any.
+    public static func detail(_ cause: CallMachine.EndCause) -> String? {
+        switch cause {
+        case .linkFailed(let s), .upgradeRequired(let s), .unavailable(let s), .setupFailed(let s), .timedOut(let s): return s
+        default: return nil
+        }
+    }
 }
