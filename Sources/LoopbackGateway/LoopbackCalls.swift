@@ -65,10 +65,20 @@ extension LoopbackGateway {
     func stopOfferBroker() { offerBroker?.stop(); offerBroker = nil }
 
     var callMethods: [String] {
-        configuration.calls == .disabled ? [] : ["talk.client.create", "talk.client.close", "talk.catalog"]
+        var m = configuration.calls == .disabled ? [] : ["talk.client.create", "talk.client.close"]
+        if configuration.calls != .disabled || configuration.realtimeRelay { m.append("talk.catalog") }
+        if configuration.realtimeRelay {
+            m += ["talk.session.create", "talk.session.appendAudio", "talk.session.close", "talk.session.cancelOutput"]
+                .filter { configuration.relay == .disabled || $0 == "talk.session.cancelOutput" }
+        }
+        return m
     }
 
     func callMethod(_ req: RequestFrame, _ p: JSONValue, _ conn: Connection) -> Bool {
+        if req.method == "talk.catalog", configuration.realtimeRelay || configuration.calls != .disabled {
+            reply(req.id, catalog, to: conn.id)
+            return true
+        }
         guard configuration.calls != .disabled else { return false }
         switch req.method {
         case "talk.client.create": create(req, p, conn)
@@ -138,7 +148,8 @@ extension LoopbackGateway {
 
     /// The realtime group: WebRTC with the agent as brain; the relay only when configured.
     private var catalog: JSONValue {
-        let transports: [JSONValue] = ["webrtc"]
+        var transports: [JSONValue] = configuration.calls == .disabled ? [] : ["webrtc"]
+        if configuration.realtimeRelay { transports.append("gateway-relay") }
         return ["modes": ["realtime", "transcription"], "transports": ["webrtc", "gateway-relay"], "brains": ["agent-consult", "none"],
                 "realtime": ["ready": true, "activeProvider": "loopback",
                              "providers": [["id": "loopback", "label": "Loopback", "configured": true, "modes": ["realtime"],

@@ -65,6 +65,8 @@ public actor LoopbackGateway {
         public var deltaSnapshots: DeltaSnapshots = .every
         /// Realtime calls (talk.client.*, talk.catalog and the offer route, LoopbackCalls.swift).
         public var calls: CallsMode = .disabled
+        /// The realtime gateway relay (§2.4, LoopbackRealtimeRelay.swift), offered in talk.catalog.
+        public var realtimeRelay = false
         public init() {}
     }
 
@@ -171,6 +173,8 @@ public actor LoopbackGateway {
     var callOrder: [String] = []
     var offerBroker: LoopbackOfferBroker?
     var callMediaEnd: (@Sendable (String) async throws -> String)?
+    var realtimeRelays: [String: RealtimeRelayRecord] = [:]
+    var realtimeRelayOrder: [String] = []
     private let log: @Sendable (String) -> Void
 
     public init(configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }) {

@@ -4,8 +4,9 @@
 // with the grant's single-use secret and the answer set on a WebRTCPeer; link events, talk.event
 // `session.closed`, operator state and gateway switches as inputs; capture PCM into the call and
 // received audio out to `play`, never after the end. A plain actor with `run()` (the tick loop),
-// so a later `Service` protocol can adopt it. The gateway relay (§2.4) is not built: a gateway
-// that offers only the relay gets "gateway upgrade required" from the machine.
+// so a later `Service` protocol can adopt it. The gateway relay (§2.4) carries the call when
+// WebRTC is not offered or fails before it connects: PCM16 24 kHz both ways over the operator
+// socket (CallService+Relay.swift).
 
 import Foundation
 import GatewayClient
@@ -41,7 +42,7 @@ public actor CallService {
     }
 
     public let sampleRate: Int
-    private let edges: Edges
+    let edges: Edges
     private let localAddress: String?
     private var machine: CallMachine
     private let clock = ContinuousClock()
@@ -54,6 +55,10 @@ public actor CallService {
     /// The media of this call is live: capture goes in, received audio goes out.
     private var mediaCallId: String?
     private var lastActivityReportMs: Int64 = 0
+    /// The relay session carrying the live call, and the appendAudio requests still unanswered.
+    var relay: (callId: String, sessionId: String)?
+    var relayInFlight = 0
+    var relayDropped = 0
     public private(set) var status = CallStatus()
 
     /// `localAddress`: gather ICE candidates on that address only (the loopback tests use 127.0.0.1).
@@ -66,14 +71,9 @@ public actor CallService {
         self.epoch = clock.now
     }
 
-    /// The relay path is not built yet: no fallback to it.
-    public static var defaultSettings: CallMachine.Settings {
-        var s = CallMachine.Settings()
-        s.fallbackToRelay = false
-        return s
-    }
+    public static var defaultSettings: CallMachine.Settings { CallMachine.Settings() }
 
-    private var nowMs: Int64 {
+    var nowMs: Int64 {
         let d = clock.now - epoch
         return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
     }
@@ -110,10 +110,14 @@ public actor CallService {
     public func offer(_ o: CallOffer) { handle(.offer(o)); status.offer = o }
     public func gatewaySwitched() { handle(.gatewaySwitched) }
     /// A `talk.event` payload from the operator session.
-    public func talkEvent(_ payload: JSONValue?) { if let e = CallTalkEvent(payload: payload) { handle(.talkEvent(e)) } }
+    public func talkEvent(_ payload: JSONValue?) {
+        if relayEvent(payload) { return }
+        if let e = CallTalkEvent(payload: payload) { handle(.talkEvent(e)) }
+    }
 
     /// One capture frame (mono Int16 at `sampleRate`, echo-cancelled upstream): into the call when it is live.
     public func capture(_ pcm: [Int16]) {
+        if let id = mediaCallId, let r = relay, r.callId == id { relaySend(r, pcm); noteActivity(id, pcm); return }
         guard let id = mediaCallId, let p = peer, p.callId == id else { return }
         p.peer.send(pcm)
         noteActivity(id, pcm)
@@ -128,7 +132,7 @@ public actor CallService {
         return await withCheckedContinuation { waiting[token] = $0 }
     }
 
-    private func handle(_ input: CallMachine.Input) {
+    func handle(_ input: CallMachine.Input) {
         let actions = machine.handle(input, nowMs: nowMs)
         for a in actions { perform(a) }
         status.phase = machine.phase.name
@@ -149,14 +153,15 @@ public actor CallService {
                 catch { self.handle(.created(callId: id, .failure(Self.failure(error)))) }
             }
         case .postOffer(let id, let grant): postOffer(id, grant)
-        case .openRelay(let id, _):
-            handle(.relayCreated(callId: id, .failure(CallMachine.Failure(code: "NOT_SUPPORTED", message: "this build has no gateway relay for calls"))))
+        case .openRelay(let id, let target): openRelay(id, target)
         case .callStarted(let id, let path):
             mediaCallId = id
+            if path == .relay, let sid = machine.phase.call?.sessionId { relay = (id, sid); relayInFlight = 0 }
             status.connectedCalls += 1
             if let c = machine.phase.call { edges.event(.started(callId: id, path: path, origin: c.origin, sessionKey: c.target?.sessionKey ?? "")) }
         case .stopMedia(let id):
             if mediaCallId == id { mediaCallId = nil }
+            if relay?.callId == id { relay = nil }
             if peer?.callId == id { shutdownMedia() }
         case .closeClient(let id, let key, let sid):
             Task {
@@ -215,7 +220,7 @@ public actor CallService {
         }
     }
 
-    private func received(_ id: String, _ chunk: [Int16]) {
+    func received(_ id: String, _ chunk: [Int16]) {
         guard mediaCallId == id else { return }  // nothing plays after the end, nor before the start
         edges.play(chunk)
         noteActivity(id, chunk)

@@ -206,4 +206,51 @@ final class CallRig: @unchecked Sendable {
         }
         await rig.stop()
     }
+
+    /// Speaks one 800 ms utterance into the call, then 2 s of quiet, paced at 20 ms.
+    func speak(into rig: CallRig) async throws {
+        let rate = CallRig.rate
+        let utterance = speechLike(ms: 800, rate: rate) + [Int16](repeating: 0, count: rate * 2)
+        var next = ContinuousClock.now
+        for i in stride(from: 0, to: utterance.count, by: rate / 50) {
+            await rig.service.capture(Array(utterance[i..<min(i + rate / 50, utterance.count)]))
+            next += .milliseconds(20)
+            try await Task.sleep(until: next)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aRelayOnlyGatewayCarriesTheCallOverTheRelay() async throws {
+        let rig = try await CallRig(calls: .disabled) { $0.realtimeRelay = true }
+        #expect(try await rig.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the relay call to connect", seconds: 10) { await rig.service.status.phase == "connected" }
+        #expect(await rig.service.status.path == "relay")
+        try await speak(into: rig)
+        let r = try #require(await rig.gateway.realtimeRelayRecords.first)
+        #expect(r.sessionKey == "agent:main:main")
+        #expect(r.heardVoiceMs >= 600 && r.utterances == 1, "the relay heard \(r.heardVoiceMs) ms of voice, \(r.utterances) utterances")
+        let voice = await rig.played.voiceMs
+        #expect(voice >= 500, "the speaker side got \(voice) ms of the relay's answer")
+        #expect(try await rig.invoke("talk.stop").payload == ["stopped": true])
+        try await waitFor("the relay session closed", seconds: 5) { await rig.gateway.realtimeRelayRecords.first?.closed == true }
+        #expect(await rig.service.status.lastEnd?.cause == "talk.stop" && rig.events.value.contains { if case .ended(_, .relay, .talkStop) = $0 { return true }; return false })
+        await rig.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func webRTCFailingBeforeItConnectsFallsBackToTheRelay() async throws {
+        let rig = try await CallRig(calls: .gatewayControl) { $0.realtimeRelay = true }
+        await rig.gateway.setCallMediaEnd { _ in throw WebRTCError("no provider behind the broker") }
+        #expect(try await rig.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the call to connect", seconds: 20) { await rig.service.status.phase == "connected" }
+        let status = await rig.service.status
+        #expect(status.path == "relay" && status.upgradeRequired == nil, "\(status)")
+        // The WebRTC session that failed is closed with both keys; the relay holds the call.
+        try await waitFor("the WebRTC session closed", seconds: 5) { await rig.gateway.callRecords.first?.closed == true }
+        #expect(await rig.gateway.callRecords.first?.offersPosted == 1)
+        await rig.gateway.closeRealtimeRelayFromGateway(sessionId: try #require(await rig.gateway.realtimeRelayRecords.first?.sessionId))
+        try await waitFor("idle", seconds: 5) { await rig.service.status.phase == "idle" }
+        #expect(await rig.service.status.lastEnd?.cause == "session-closed")
+        await rig.stop()
+    }
 }
