@@ -122,11 +122,16 @@ final class CallRig: @unchecked Sendable {
         let utterance = speechLike(ms: 800, rate: rate) + [Int16](repeating: 0, count: rate * 2)
         let clock = ContinuousClock()
         var next = clock.now
+        let mediaStart = clock.now, cpuStart = processCPUSeconds()
         for i in stride(from: 0, to: utterance.count, by: rate / 50) {
             await rig.service.capture(Array(utterance[i..<min(i + rate / 50, utterance.count)]))
             next += .milliseconds(20)
             try await Task.sleep(until: next)
         }
+        let cpu = (processCPUSeconds() - cpuStart) / (clock.now - mediaStart).seconds
+        let replyAfter = await rig.played.firstVoiceAt.map { ($0 - (mediaStart + .milliseconds(800))).seconds * 1000 }
+        print("call over the loopback gateway (CallService, debug build): \(String(format: "%.1f", cpu * 100)) % of one core for this process (the gateway included) over \(String(format: "%.1f", (clock.now - mediaStart).seconds)) s of two-way media; "
+              + "first answer audio \(replyAfter.map { String(format: "%.0f", $0) } ?? "-") ms after the utterance ended (the peer's 400 ms endpoint included)")
         let stats = try await peer.request("GET", "/stats")
         #expect((stats["heardVoiceMs"]?.intValue ?? 0) >= 400, "the peer heard \(stats)")
         #expect((stats["playedMs"]?.intValue ?? 0) >= 400, "the peer played \(stats)")
