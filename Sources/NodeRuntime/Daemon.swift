@@ -175,7 +175,7 @@ public final class NodeDaemon: Sendable {
         let activeURL = Mutex(record.url)
         self.activeURL = activeURL
         calls = config.talk.calls ? DaemonCalls(config: config, operatorSession: operatorSession, gatewayURL: activeURL,
-                                                playback: audio.playback, talk: talk, bus: bus, log: log) : nil
+                                                playback: audio.playback, reference: echo, talk: talk, bus: bus, log: log) : nil
         latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)

@@ -22,9 +22,9 @@ final class DaemonCalls: Sendable {
     static let disabledMessage = "calls are off: set talk.calls to true in the config and restart (the gateway must allow talk.start and talk.stop: gateway.nodes.commands.allow)"
 
     init(config: ClawConfig, operatorSession: Mutex<GatewaySession?>, gatewayURL: Mutex<String>, playback: PulsePlayback,
-         talk: TalkController, bus: EventBus, log: LogSink) {
+         reference: EchoReference?, talk: TalkController, bus: EventBus, log: LogSink) {
         self.log = log
-        let player = CallPlayer(playback: playback, log: log)
+        let player = CallPlayer(playback: playback, reference: reference, log: log)
         self.player = player
         (frames, frameSink) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(50))
         let explicitKey = config.talk.sessionKey
@@ -123,15 +123,20 @@ final class DaemonCalls: Sendable {
     func statusJSON() async -> JSONValue { (try? JSONValue(encoding: await service.status)) ?? .null }
 }
 
-/// The call's audio at the speaker: one 16 kHz PulseAudio stream from the call's start to its end.
+/// The call's audio at the speaker: one 16 kHz PulseAudio stream from the call's start to its end,
+/// streamed into the echo canceller's reference (aligned by PulseAudio's timing info, as speech
+/// clips are) so that the provider does not hear its own voice from a loudspeaker.
 final class CallPlayer: Sendable {
     private let playback: PulsePlayback
+    private let reference: EchoReference?
     private let log: LogSink
+    private let aligner = Mutex<Task<Void, Never>?>(nil)
     /// The stream is open for this generation (writes before it opens are dropped).
     private let state = Mutex<(generation: Int, open: Bool)>((0, false))
 
-    init(playback: PulsePlayback, log: LogSink) {
+    init(playback: PulsePlayback, reference: EchoReference?, log: LogSink) {
         self.playback = playback
+        self.reference = reference
         self.log = log
     }
 
@@ -141,7 +146,16 @@ final class CallPlayer: Sendable {
         Task {
             do {
                 try await playback.open(format: .voice)
-                state.withLock { if $0.generation == gen { $0.open = true } }
+                let current = state.withLock { s -> Bool in if s.generation == gen { s.open = true }; return s.open }
+                guard current, let reference = self.reference else { return }
+                reference.begin(PCMBuffer(format: .voice))
+                let task = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .milliseconds(100))
+                        if let t = playback.timing(), t.positionMicroseconds > 0 { reference.align(startedAt: t.startedAt) }
+                    }
+                }
+                self.aligner.withLock { $0?.cancel(); $0 = task }
             } catch {
                 log.log(.warning, "call", "the call's audio cannot play: \(error)")
             }
@@ -150,12 +164,19 @@ final class CallPlayer: Sendable {
 
     func write(_ samples: [Int16]) {
         guard state.withLock({ $0.open }) else { return }
-        try? playback.write(PCMBuffer(format: .voice, samples: samples))
+        do {
+            try playback.write(PCMBuffer(format: .voice, samples: samples))
+            reference?.append(samples)
+        } catch {}
     }
 
     /// Nothing plays after the end.
     func stop() {
         let wasOpen = state.withLock { s -> Bool in defer { s.generation += 1; s.open = false }; return s.open }
-        if wasOpen { playback.stop() }
+        aligner.withLock { $0?.cancel(); $0 = nil }
+        if wasOpen {
+            playback.stop()
+            reference?.end()
+        }
     }
 }
