@@ -63,7 +63,8 @@ final class DaemonCalls: Sendable {
                     log.log(.warning, "call", "gateway upgrade required for calls: \(why)")
                 }
             },
-            log: { log.log(.info, "call", $0) }))
+            log: { log.log(.info, "call", $0) },
+            flushPlayback: { player.stop(); player.start() }))
     }
 
     /// The call's timers and the microphone pump; until cancelled.

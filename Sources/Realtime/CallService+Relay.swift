@@ -2,7 +2,10 @@
 // {mode realtime, transport gateway-relay, brain agent-consult, sessionKey}, the microphone as
 // PCM16 24 kHz through talk.session.appendAudio (integer ms timestamps, at most 4 in flight: a
 // saturated link drops frames rather than queue them), the relay's `audio` events back to 16 kHz
-// for the speaker, its `close` event as the end of the call. Barge-in by turnId (D8) is not done.
+// for the speaker, its `close` event as the end of the call. Barge-in (D8): talking over the
+// relay's answer (≥ 60 ms at -22 dBFS or more, once 250 ms of it played, 900 ms after the last)
+// sends talk.session.cancelOutput with that answer's turnId, flushes the speaker and drops the
+// turn's later audio. The microphone is echo-cancelled upstream against the call's own audio.
 
 import Foundation
 import GatewayProtocol
@@ -28,6 +31,7 @@ extension CallService {
 
     /// One capture frame into the relay, unless 4 appends are still unanswered.
     func relaySend(_ r: (callId: String, sessionId: String), _ pcm: [Int16]) {
+        watchForBargeIn(r, pcm)
         guard relayInFlight < 4 else {
             relayDropped += 1
             if relayDropped == 1 || relayDropped % 50 == 0 { edges.log("call \(r.callId): relay saturated, \(relayDropped) frames dropped") }
@@ -50,6 +54,11 @@ extension CallService {
         switch p["type"]?.stringValue ?? p["talkEvent"]?["type"]?.stringValue {
         case "audio":
             guard let b64 = p["audioBase64"]?.stringValue, let data = Data(base64Encoded: b64) else { return true }
+            let turn = p["talkEvent"]?["turnId"]?.stringValue ?? p["turnId"]?.stringValue
+            if let turn, cancelledTurns.contains(turn) { return true }  // the fence: a cancelled turn stays silent
+            if relayTurn != turn || nowMs - relayLastAudioMs > 500 { relayTurnStartMs = nowMs }
+            relayTurn = turn
+            relayLastAudioMs = nowMs
             let pcm24 = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
             received(r.callId, CallRelay.resample(pcm24, from: 24_000, to: sampleRate))
         case "close":
@@ -57,6 +66,33 @@ extension CallService {
         default: break
         }
         return true
+    }
+}
+
+extension CallService {
+    /// Talking over the relay's answer cancels it by its turnId.
+    func watchForBargeIn(_ r: (callId: String, sessionId: String), _ pcm: [Int16]) {
+        let now = nowMs
+        let playing = relayTurn != nil && now - relayLastAudioMs < 200
+        guard playing, now - relayTurnStartMs >= 250, now - lastBargeInMs >= 900, !pcm.isEmpty else { relayLoudMs = 0; return }
+        let energy = pcm.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(pcm.count)
+        guard energy >= 2_621.0 * 2_621.0 else { relayLoudMs = 0; return }  // RMS 0.08 of full scale, as the iOS relay client
+        relayLoudMs += pcm.count * 1000 / sampleRate
+        guard relayLoudMs >= 60, let turn = relayTurn else { return }
+        relayLoudMs = 0
+        lastBargeInMs = now
+        cancelledTurns.insert(turn)
+        relayTurn = nil
+        status.bargeIns += 1
+        edges.flushPlayback()
+        edges.log("call \(r.callId): barge-in, cancelling the relay's turn \(turn)")
+        let params: JSONValue = ["sessionId": .string(r.sessionId), "turnId": .string(turn), "reason": "barge-in"]
+        Task {
+            do {
+                let result = try await edges.request("talk.session.cancelOutput", params)
+                edges.log("call \(r.callId): cancelOutput \(turn): \(result["status"]?.stringValue ?? "?")")
+            } catch { edges.log("call \(r.callId): cancelOutput \(turn) failed: \(error)") }
+        }
     }
 }
 

@@ -25,19 +25,23 @@ public actor CallService {
         public var play: @Sendable ([Int16]) -> Void
         public var event: @Sendable (CallEvent) -> Void
         public var log: @Sendable (String) -> Void
+        /// Drop what the speaker still holds of the call's audio (a barge-in on the relay).
+        public var flushPlayback: @Sendable () -> Void
 
         public init(request: @escaping @Sendable (String, JSONValue) async throws -> JSONValue,
                     resolveTarget: @escaping @Sendable () async -> Result<CallMachine.Target, CallMachine.Failure>,
                     httpOrigin: @escaping @Sendable () async -> String?,
                     play: @escaping @Sendable ([Int16]) -> Void,
                     event: @escaping @Sendable (CallEvent) -> Void = { _ in },
-                    log: @escaping @Sendable (String) -> Void = { _ in }) {
+                    log: @escaping @Sendable (String) -> Void = { _ in },
+                    flushPlayback: @escaping @Sendable () -> Void = {}) {
             self.request = request
             self.resolveTarget = resolveTarget
             self.httpOrigin = httpOrigin
             self.play = play
             self.event = event
             self.log = log
+            self.flushPlayback = flushPlayback
         }
     }
 
@@ -59,7 +63,15 @@ public actor CallService {
     var relay: (callId: String, sessionId: String)?
     var relayInFlight = 0
     var relayDropped = 0
-    public private(set) var status = CallStatus()
+    /// Relay output: its current turn, when its audio last came and since when it plays; the
+    /// turns cancelled by a barge-in (their later audio is dropped: the turnId fence, D8).
+    var relayTurn: String?
+    var relayLastAudioMs: Int64 = 0
+    var relayTurnStartMs: Int64 = 0
+    var relayLoudMs = 0
+    var lastBargeInMs: Int64 = -10_000
+    var cancelledTurns: Set<String> = []
+    public internal(set) var status = CallStatus()
 
     /// `localAddress`: gather ICE candidates on that address only (the loopback tests use 127.0.0.1).
     public init(sampleRate: Int = 16_000, settings: CallMachine.Settings = CallService.defaultSettings,
@@ -156,7 +168,12 @@ public actor CallService {
         case .openRelay(let id, let target): openRelay(id, target)
         case .callStarted(let id, let path):
             mediaCallId = id
-            if path == .relay, let sid = machine.phase.call?.sessionId { relay = (id, sid); relayInFlight = 0 }
+            if path == .relay, let sid = machine.phase.call?.sessionId {
+                relay = (id, sid)
+                relayInFlight = 0
+                relayTurn = nil
+                cancelledTurns = []
+            }
             status.connectedCalls += 1
             if let c = machine.phase.call { edges.event(.started(callId: id, path: path, origin: c.origin, sessionKey: c.target?.sessionKey ?? "")) }
         case .stopMedia(let id):
@@ -279,6 +296,8 @@ public struct CallStatus: Sendable, Equatable, Codable {
     /// Why the gateway cannot hold a Gateway-controlled call, once seen.
     public var upgradeRequired: String?
     public var connectedCalls = 0
+    /// Relay answers cut short by talking over them.
+    public var bargeIns = 0
     public var offer: CallOffer?
     public init() {}
 

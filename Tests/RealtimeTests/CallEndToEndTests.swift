@@ -258,4 +258,33 @@ final class CallRig: @unchecked Sendable {
         #expect(await rig.service.status.lastEnd?.cause == "session-closed")
         await rig.stop()
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func talkingOverTheRelaysAnswerCancelsItsTurn() async throws {
+        let rig = try await CallRig(calls: .disabled) { $0.realtimeRelay = true }
+        #expect(try await rig.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the relay call to connect", seconds: 10) { await rig.service.status.phase == "connected" }
+        let rate = CallRig.rate, frame = rate / 50
+        let utterance = speechLike(ms: 800, rate: rate)
+        let quiet = [Int16](repeating: 0, count: frame)
+        var next = ContinuousClock.now
+        func send(_ f: [Int16]) async throws {
+            await rig.service.capture(f)
+            next += .milliseconds(20)
+            try await Task.sleep(until: next)
+        }
+        for i in stride(from: 0, to: utterance.count, by: frame) { try await send(Array(utterance[i..<i + frame])) }
+        // Quiet until the answer has played for 300 ms, then talk over it for 300 ms.
+        var waited = 0
+        while await rig.played.voiceMs < 300, waited < 150 { try await send(quiet); waited += 1 }
+        for i in stride(from: 0, to: rate * 3 / 10, by: frame) { try await send(Array(utterance[i..<i + frame])) }
+        for _ in 0..<50 { try await send(quiet) }
+        let r = try #require(await rig.gateway.realtimeRelayRecords.first)
+        #expect(r.cancels == ["turn-1"], "cancelOutput named the answer's turn: \(r.cancels)")
+        #expect(r.playedMs < 700, "the answer stopped early at the gateway: \(r.playedMs) ms of 800")
+        let voice = await rig.played.voiceMs
+        #expect(voice < 700, "the speaker side got \(voice) ms of an 800 ms answer")
+        #expect(await rig.service.status.bargeIns == 1)
+        await rig.stop()
+    }
 }
