@@ -109,6 +109,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var muteKey: String? = nil
         public var volumeUpKey: String? = nil
         public var volumeDownKey: String? = nil
+        /// Starts a realtime call, or hangs up the one that is on (talk.calls must be on).
+        public var callKey: String? = nil
     }
     /// A shell command per event (`clawvoice events` names them), run with its fields in the environment.
     public struct Events: Sendable, Equatable {
@@ -193,7 +195,7 @@ extension ClawConfig {
                  "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
                  "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?", "callsIceAddress": "string?"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
-                "volumeUpKey": "string?", "volumeDownKey": "string?"],
+                "volumeUpKey": "string?", "volumeDownKey": "string?", "callKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
         "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
         "discovery": ["wideAreaDomain": "string?", "timeoutMs": "int:200:60000"],
@@ -336,6 +338,7 @@ extension ClawConfig {
                 c.ptt.muteKey = s("muteKey")
                 c.ptt.volumeUpKey = s("volumeUpKey")
                 c.ptt.volumeDownKey = s("volumeDownKey")
+                c.ptt.callKey = s("callKey")
             case "events":
                 for name in NodeEvents.names { if let cmd = s(name), !cmd.isEmpty { c.events.commands[name] = cmd } }
             case "sounds":

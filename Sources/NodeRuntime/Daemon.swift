@@ -499,6 +499,9 @@ public final class NodeDaemon: Sendable {
         case .toggleMute:
             await talk.setMuted(!talk.muted)
             return ["ok": true, "muted": .bool(talk.muted)]
+        case .toggleCall:
+            guard let calls else { return ["ok": false, "error": .string(DaemonCalls.disabledMessage)] }
+            return await calls.control(await calls.service.isActive ? "hangup" : "call", origin: "key")
         case .volume(let set, let change):
             if set != nil || change != nil {
                 let level = NodeControl.level(current: audio.playback.volumePercent, set: set, change: change)
@@ -587,7 +590,9 @@ public final class NodeDaemon: Sendable {
             return await listenJSON(request)
         case "call", "hangup":
             guard let calls else { return ["ok": false, "error": .string(DaemonCalls.disabledMessage)] }
-            return await calls.control(request["cmd"]?.stringValue ?? "")
+            let cmd = request["cmd"]?.stringValue ?? ""
+            if request["toggle"]?.boolValue == true, await calls.service.isActive { return await calls.control("hangup") }
+            return await calls.control(cmd)
         default:
             return ["ok": false, "error": .string("unknown command \(request["cmd"]?.stringValue ?? "(none)")")]
         }

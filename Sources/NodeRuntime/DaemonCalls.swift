@@ -107,10 +107,10 @@ final class DaemonCalls: Sendable {
         }
     }
 
-    /// The control socket's `call` and `hangup`.
-    func control(_ cmd: String) async -> JSONValue {
+    /// The control socket's `call` and `hangup` (and ptt.callKey's, `origin` "key").
+    func control(_ cmd: String, origin: String = "clawvoice call") async -> JSONValue {
         if cmd == "call" {
-            switch await service.start(origin: .local("clawvoice call")) {
+            switch await service.start(origin: .local(origin)) {
             case .started: return ["ok": true, "started": true]
             case .alreadyActive: return ["ok": true, "started": false, "alreadyActive": true]
             case .unavailable(let why): return ["ok": false, "error": .string(why)]

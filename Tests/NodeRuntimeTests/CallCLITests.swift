@@ -42,4 +42,11 @@ import Testing
         #expect(check?.ok == false && check?.line.hasPrefix("calls: gateway upgrade required") == true, "\(String(describing: check))")
         #expect(check?.fix?.contains("gateway-control-v1") == true)
     }
+
+    @Test func `ptt.callKey toggles a call: its binding and its control-socket request`() throws {
+        let c = try ClawConfig.parse(#"{ ptt: { muteKey: "KEY_MICMUTE", callKey: "KEY_PHONE" } }"#, file: "c.json5")
+        #expect(ControlKeys.bindings(c.ptt).map(\.key) == ["KEY_MICMUTE", "KEY_PHONE"])
+        #expect(ControlKeys.bindings(c.ptt).map(\.control) == [.toggleMute, .toggleCall])
+        #expect(NodeControl.toggleCall.request == ["cmd": "call", "toggle": true])
+    }
 }
