@@ -118,7 +118,8 @@ public struct ClawConfig: Sendable, Equatable {
     }
     /// Feedback sounds: each true (generated), false (off) or a WAV/MP3/Ogg Opus file of at most 3 s.
     public struct Sounds: Sendable, Equatable {
-        public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated]
+        public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated,
+                                                 .callStart: .generated, .callEnd: .generated]
     }
     public struct Speech: Sendable, Equatable {
         /// espeak-ng voice for on-device speech (`espeak-ng --voices` lists them).
@@ -197,7 +198,8 @@ extension ClawConfig {
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?", "callKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
-        "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string"],
+        "sounds": ["endOfListening": "bool|string", "error": "bool|string", "mute": "bool|string", "unmute": "bool|string",
+                   "callStart": "bool|string", "callEnd": "bool|string"],
         "discovery": ["wideAreaDomain": "string?", "timeoutMs": "int:200:60000"],
         "speech": ["voice": "string", "rateWpm": "int:80:450", "pitch": "int:0:99"],
         // Later parts of clawvoice read these sections; they are accepted here so one file serves all versions.

@@ -24,7 +24,8 @@ final class DaemonCalls: Sendable {
     init(config: ClawConfig, operatorSession: Mutex<GatewaySession?>, gatewayURL: Mutex<String>, playback: PulsePlayback,
          reference: EchoReference?, talk: TalkController, bus: EventBus, log: LogSink) {
         self.log = log
-        let player = CallPlayer(playback: playback, reference: reference, log: log)
+        // The start sound plays at the head of the call's own stream (a cue of its own would take the speaker from it).
+        let player = CallPlayer(playback: playback, reference: reference, startCue: FeedbackSounds(config.sounds.cues).sounds[.callStart], log: log)
         self.player = player
         (frames, frameSink) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(50))
         let explicitKey = config.talk.sessionKey
@@ -130,14 +131,16 @@ final class DaemonCalls: Sendable {
 final class CallPlayer: Sendable {
     private let playback: PulsePlayback
     private let reference: EchoReference?
+    private let startCue: PCMBuffer?
     private let log: LogSink
     private let aligner = Mutex<Task<Void, Never>?>(nil)
     /// The stream is open for this generation (writes before it opens are dropped).
     private let state = Mutex<(generation: Int, open: Bool)>((0, false))
 
-    init(playback: PulsePlayback, reference: EchoReference?, log: LogSink) {
+    init(playback: PulsePlayback, reference: EchoReference?, startCue: PCMBuffer?, log: LogSink) {
         self.playback = playback
         self.reference = reference
+        self.startCue = startCue
         self.log = log
     }
 
@@ -148,8 +151,10 @@ final class CallPlayer: Sendable {
             do {
                 try await playback.open(format: .voice)
                 let current = state.withLock { s -> Bool in if s.generation == gen { s.open = true }; return s.open }
-                guard current, let reference = self.reference else { return }
-                reference.begin(PCMBuffer(format: .voice))
+                guard current else { return }
+                reference?.begin(PCMBuffer(format: .voice))
+                if let cue = startCue, cue.format == .voice { write(cue.samples) }
+                guard let reference = self.reference else { return }
                 let task = Task {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .milliseconds(100))

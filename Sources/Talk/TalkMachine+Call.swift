@@ -21,6 +21,7 @@ extension TalkMachine {
     mutating func callEnded(_ id: String, out: inout [Action]) {
         guard call == id else { return }
         call = nil
+        out.append(.cue(.callEnd))
         out.append(.resetWake)
         out.append(.log(.info, "talk", "call \(id) ended: push-to-talk and wake are back"))
     }

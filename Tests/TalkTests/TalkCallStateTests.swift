@@ -28,8 +28,9 @@ import Testing
         #expect(!has(heard) { if case .listen = $0 { return true }; return false }, "no wake listening during a call")
         #expect(d.m.isIdle)
         // The end gives the room back: the same commands work again.
-        d.feed(.callEnded(id: "call-1"))
+        let end = d.feed(.callEnded(id: "call-1"))
         #expect(d.m.call == nil)
+        #expect(end.contains { if case .cue(.callEnd) = $0 { return true }; return false }, "the end sound")
         let (again, _) = d.command(.start)
         #expect(d.answers(again) == [.captureId("c3")])
     }
