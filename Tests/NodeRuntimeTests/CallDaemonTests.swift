@@ -194,6 +194,18 @@ struct CallDaemonError: Error, CustomStringConvertible {
         #expect(try await eventually(.seconds(5)) { try await status(env)?["call"]?["lastEnd"]?["cause"] == "talk.stop" })
         let bad = try await gateway.invoke(command: "talk.start", paramsJSON: "{\"x\":1}")
         #expect(bad.error?.code == "INVALID_PARAMS" && bad.error?.message.contains("talk.start accepts only {}") == true, "\(bad)")
+
+        // 3. The operator socket lost mid-call ends the call (D5), and the node reconnects.
+        peer.stop()
+        peer = try AiortcPeer()
+        current.set(peer)
+        #expect(try await env.run(["call"]).status == 0)
+        #expect(try await eventually(.seconds(30)) { try await callPhase(env) == "connected" }, "the third call did not connect")
+        await gateway.dropAll()
+        let lost = try await eventually(.seconds(10)) { try await status(env)?["call"]?["lastEnd"]?["cause"] == "operator-lost" }
+        let after = try await status(env)?["call"]
+        #expect(lost, "\(String(describing: after))")
+        #expect(try await eventually(.seconds(20)) { try await status(env)?["sessions"]?["operator"]?["state"] == "connected" })
         peer.stop()
     }
 }

@@ -287,4 +287,23 @@ final class CallRig: @unchecked Sendable {
         #expect(await rig.service.status.bargeIns == 1)
         await rig.stop()
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aGatewayTooOldForTheCapabilityOrWithoutGatewayControlEndsTheCallVisibly() async throws {
+        // D4: a closed schema refuses `capabilities`: upgrade required, nothing retried without it.
+        let old = try await CallRig(calls: .tooOld)
+        #expect(try await old.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the call to end", seconds: 10) { await old.service.status.lastEnd != nil }
+        let s = await old.service.status
+        #expect(s.lastEnd?.cause == "upgrade-required" && s.upgradeRequired?.contains("unexpected property 'capabilities'") == true, "\(s)")
+        #expect(await old.gateway.callRecords.isEmpty, "no create without the capability was sent")
+        await old.stop()
+        // D6: the provider's authentication cannot do gateway control: UNAVAILABLE, said as it came.
+        let oauth = try await CallRig(calls: .unavailable)
+        #expect(try await oauth.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the call to end", seconds: 10) { await oauth.service.status.lastEnd != nil }
+        let u = await oauth.service.status
+        #expect(u.lastEnd?.cause == "unavailable" && u.lastEnd?.detail?.contains("does not support gateway-control-v1") == true, "\(u)")
+        await oauth.stop()
+    }
 }
