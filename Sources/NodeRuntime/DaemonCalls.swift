@@ -48,8 +48,12 @@ final class DaemonCalls: Sendable {
             play: { player.write($0) },
             event: { e in
                 switch e {
+                case .dialing(let id):
+                    // PTT and wake are refused from the first step of the call, not only once it connects.
+                    Task { await talk.callStarted(id: id) }
                 case .started(let id, let path, let origin, let key):
-                    // The talk loop first: its interrupt stops the speaker's stream, the call's then opens.
+                    // The talk loop first (a no-op when dialing told it): its interrupt stops the
+                    // speaker's stream, the call's then opens.
                     Task { await talk.callStarted(id: id); player.start() }
                     let from: String
                     switch origin { case .invoke: from = "talk.start"; case .local(let what): from = what }

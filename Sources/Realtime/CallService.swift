@@ -158,6 +158,8 @@ public actor CallService {
         case .answer(let token, let a):
             if let w = waiting.removeValue(forKey: token) { w.resume(returning: a) } else { answered[token] = a }
         case .resolveTarget(let id):
+            // The first step of every new call: from here on it holds the room.
+            edges.event(.dialing(callId: id))
             Task { let r = await edges.resolveTarget(); self.handle(.targetResolved(callId: id, r)) }
         case .sendCreate(let id, let params):
             Task {
@@ -274,6 +276,8 @@ public actor CallService {
 
 /// What the service tells the rest of the node.
 public enum CallEvent: Sendable, Equatable {
+    /// A call is being set up (target, create, offer): the room is taken already.
+    case dialing(callId: String)
     case started(callId: String, path: CallMachine.Path, origin: CallMachine.Origin, sessionKey: String)
     case ended(callId: String, path: CallMachine.Path, cause: CallMachine.EndCause)
     case upgradeRequired(String)

@@ -147,6 +147,10 @@ final class CallRig: @unchecked Sendable {
         try await waitFor("idle", seconds: 5) { await rig.service.status.phase == "idle" }
         #expect(await rig.service.status.lastEnd?.cause == "talk.stop")
         #expect(rig.events.value.contains { if case .ended(_, .webrtc, .talkStop) = $0 { return true }; return false })
+        let order = rig.events.value.map { e -> String in
+            switch e { case .dialing: "dialing"; case .started: "started"; case .ended: "ended"; case .upgradeRequired: "upgrade" }
+        }
+        #expect(order == ["dialing", "started", "ended"], "\(order)")
         let after = await rig.played.totalMs
         try await Task.sleep(for: .milliseconds(600))
         #expect(await rig.played.totalMs == after, "nothing plays after the end")
