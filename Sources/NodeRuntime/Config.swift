@@ -95,6 +95,8 @@ public struct ClawConfig: Sendable, Equatable {
         /// Gather the call's ICE candidates on this one local address (nil: every host address);
         /// the loopback tests use 127.0.0.1, where their WebRTC peer listens.
         public var callsIceAddress: String? = nil
+        /// A call with no speech either way for this long ends (the room node's call idle timer).
+        public var callIdleSeconds: Int = 120
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -194,7 +196,7 @@ extension ClawConfig {
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
                  "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool",
                  "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
-                 "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?", "callsIceAddress": "string?"],
+                 "speakNotifications": "bool", "calls": "bool", "callsHttpOrigin": "string?", "callsIceAddress": "string?", "callIdleSeconds": "int:10:3600"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?", "callKey": "string?"],
         "events": Dictionary(uniqueKeysWithValues: NodeEvents.names.map { ($0, "string?") }),
@@ -329,6 +331,7 @@ extension ClawConfig {
                     c.talk.callsHttpOrigin = o
                 }
                 c.talk.callsIceAddress = s("callsIceAddress")
+                if let n = i("callIdleSeconds") { c.talk.callIdleSeconds = n }
             case "ptt":
                 c.ptt.device = s("device")
                 if let k = s("key") { c.ptt.key = k }

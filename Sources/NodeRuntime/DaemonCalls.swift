@@ -30,7 +30,9 @@ final class DaemonCalls: Sendable {
         (frames, frameSink) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(50))
         let explicitKey = config.talk.sessionKey
         let origin = config.talk.callsHttpOrigin
-        service = CallService(sampleRate: 16_000, localAddress: config.talk.callsIceAddress, edges: CallService.Edges(
+        var settings = CallService.defaultSettings
+        settings.idleTimeoutMs = Int64(config.talk.callIdleSeconds) * 1000
+        service = CallService(sampleRate: 16_000, settings: settings, localAddress: config.talk.callsIceAddress, edges: CallService.Edges(
             request: { method, params in
                 guard let s = operatorSession.withLock({ $0 }) else { throw GatewayRequestError.notConnected("starting") }
                 return try await s.request(method, params: params)

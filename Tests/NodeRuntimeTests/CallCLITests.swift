@@ -8,8 +8,9 @@ import Testing
 
 @Suite struct CallSurfaceTests {
     @Test func `talk.calls and talk.callsHttpOrigin are read; a non-http origin is refused in one line`() throws {
-        let c = try ClawConfig.parse(#"{talk: {calls: true, callsHttpOrigin: "http://127.0.0.1:9000"}}"#, file: "c.json5")
-        #expect(c.talk.calls && c.talk.callsHttpOrigin == "http://127.0.0.1:9000")
+        let c = try ClawConfig.parse(#"{talk: {calls: true, callsHttpOrigin: "http://127.0.0.1:9000", callIdleSeconds: 30}}"#, file: "c.json5")
+        #expect(c.talk.calls && c.talk.callsHttpOrigin == "http://127.0.0.1:9000" && c.talk.callIdleSeconds == 30)
+        #expect(throws: ConfigError.self) { try ClawConfig.parse("{talk: {callIdleSeconds: 5}}", file: "c.json5") }
         #expect(try ClawConfig.parse("{}", file: "c.json5").talk.calls == false, "calls are off unless asked for")
         do {
             _ = try ClawConfig.parse(#"{talk: {callsHttpOrigin: "ws://x"}}"#, file: "c.json5")

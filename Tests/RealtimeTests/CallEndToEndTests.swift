@@ -25,7 +25,8 @@ final class CallRig: @unchecked Sendable {
     let runTask: Task<Void, Never>
     static let rate = 16_000
 
-    init(calls: LoopbackGateway.CallsMode, configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws {
+    init(calls: LoopbackGateway.CallsMode, settings: CallMachine.Settings = CallService.defaultSettings,
+         configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-call-\(UUID().uuidString.prefix(8))").path
         store = try ClawStore(directory: dir)
         let (identity, instance) = try store.loadOrCreateIdentity()
@@ -57,7 +58,7 @@ final class CallRig: @unchecked Sendable {
         node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: url), credentials: GatewayCredentials(sharedToken: "shared-t"),
                               identity: identity, instanceId: instance, store: store, options: options, commands: registry, log: sink)
         let op = self.op, played = self.played, events = self.events
-        service = CallService(sampleRate: Self.rate, localAddress: "127.0.0.1", edges: CallService.Edges(
+        service = CallService(sampleRate: Self.rate, settings: settings, localAddress: "127.0.0.1", edges: CallService.Edges(
             request: { method, params in try await op.request(method, params: params) },
             resolveTarget: {
                 guard let t = await op.talkTarget()?.target else { return .failure(.init(code: "NO_TARGET", message: "no talk target")) }
@@ -309,5 +310,27 @@ final class CallRig: @unchecked Sendable {
         let u = await oauth.service.status
         #expect(u.lastEnd?.cause == "unavailable" && u.lastEnd?.detail?.contains("does not support gateway-control-v1") == true, "\(u)")
         await oauth.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aCallWithoutSpeechEndsOnTheIdleTimer() async throws {
+        let peer = try PythonWebRTCPeer()
+        defer { peer.stop() }
+        var settings = CallService.defaultSettings
+        settings.idleTimeoutMs = 1_500
+        let rig = try await CallRig(calls: .gatewayControl, settings: settings)
+        await rig.gateway.setCallMediaEnd { offer in
+            try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: peer.secret, offer: offer)
+        }
+        #expect(try await rig.invoke("talk.start").payload == ["started": true])
+        try await waitFor("the call to connect", seconds: 30) { await rig.service.status.phase == "connected" }
+        let connectedAt = ContinuousClock.now
+        // The peer's silence keeps the media flowing but is no speech: the idle timer ends the call.
+        try await waitFor("the idle end", seconds: 5) { await rig.service.status.lastEnd != nil }
+        let after = ContinuousClock.now - connectedAt
+        #expect(await rig.service.status.lastEnd?.cause == "idle")
+        #expect(after >= .milliseconds(1_300), "not before the idle time: \(after)")
+        try await waitFor("the gateway's session closed", seconds: 5) { await rig.gateway.callRecords.first?.closed == true }
+        await rig.stop()
     }
 }
