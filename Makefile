@@ -9,10 +9,11 @@ SHELL := /bin/bash
 # (the .deb's own Depends come from packaging/runtime-depends). Build: the compiler's inputs.
 # Test: the tests' peers, servers and tools, and what `make demo` runs (a private pulseaudio).
 # Package: `make deb` and `make package-test`.
-APT_RUNTIME := ca-certificates espeak-ng-data
+APT_RUNTIME := ca-certificates espeak-ng-data \
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
 APT_BUILD := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev libpulse-dev libogg-dev libsndfile1-dev libopus-dev libopusenc-dev libopusfile-dev \
   libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev \
-  libavahi-client-dev
+  libavahi-client-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev
 APT_TEST := python3 python3-venv python3-pip systemd pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \
   alsa-utils avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
 APT_DEMO := pulseaudio pulseaudio-utils

@@ -25,6 +25,8 @@ let package = Package(
         .systemLibrary(name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+        .systemLibrary(name: "CGStreamer", pkgConfig: "gstreamer-webrtc-1.0",
+                       providers: [.apt(["libgstreamer-plugins-bad1.0-dev", "gstreamer1.0-plugins-bad", "gstreamer1.0-nice"])]),
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
 
         // The one C++ edge: a C face over Debian's libwebrtc-audio-processing (echo cancellation).
@@ -32,6 +34,10 @@ let package = Package(
                 cxxSettings: [.unsafeFlags(["-I/usr/include/webrtc_audio_processing", "-DWEBRTC_POSIX",
                                             "-DWEBRTC_AUDIO_PROCESSING_ONLY_BUILD", "-std=c++11", "-w"])],
                 linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
+
+        // WebRTC media (issue 23): a C shim over GStreamer's webrtcbin, for the GObject signal plumbing.
+        .target(name: "CWebRTCPeer", dependencies: ["CGStreamer"],
+                linkerSettings: ["gstwebrtc-1.0", "gstsdp-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0"].map { .linkedLibrary($0) }),
 
         .target(name: "GatewayProtocol", dependencies: ["CSSL"]),
         .target(name: "WebSocketTransport", dependencies: ["CWebsockets", "CSSL"]),
@@ -42,9 +48,10 @@ let package = Package(
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),
+        .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient"]),
         .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery"]),
+        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime", "WakeWord"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord"]),
 
@@ -52,10 +59,11 @@ let package = Package(
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),
+        .testTarget(name: "RealtimeTests", dependencies: ["Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store"]),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "GatewayProtocol"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]

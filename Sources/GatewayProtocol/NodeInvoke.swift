@@ -111,6 +111,8 @@ public struct NodeInvokeCancel: Sendable, Equatable {
 /// Codes a node returns in `error.code`; the message starts with the code by convention.
 public enum NodeErrorCode: String, Sendable {
     case invalidRequest = "INVALID_REQUEST"
+    /// Params a command does not accept (`talk.start`/`talk.stop` take exactly `{}`: the room node's code).
+    case invalidParams = "INVALID_PARAMS"
     case unavailable = "UNAVAILABLE"
     case unauthorized = "UNAUTHORIZED"
     case notPaired = "NOT_PAIRED"

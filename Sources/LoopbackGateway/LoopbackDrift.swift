@@ -21,7 +21,7 @@ extension LoopbackGateway {
     var features: JSONValue {
         var f: [String: JSONValue] = [
             "methods": .array(advertisedMethods.map { .string($0) }),
-            "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed"]]
+            "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed", "talk.event"]]
         if !configuration.capabilities.isEmpty { f["capabilities"] = .array(configuration.capabilities.map { .string($0) }) }
         return .object(f)
     }

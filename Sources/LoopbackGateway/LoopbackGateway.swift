@@ -63,6 +63,10 @@ public actor LoopbackGateway {
         public var multiAgentTalk = false
         /// Which `chat` deltas carry the cumulative `message` (D3).
         public var deltaSnapshots: DeltaSnapshots = .every
+        /// Realtime calls (talk.client.*, talk.catalog and the offer route, LoopbackCalls.swift).
+        public var calls: CallsMode = .disabled
+        /// The realtime gateway relay (§2.4, LoopbackRealtimeRelay.swift), offered in talk.catalog.
+        public var realtimeRelay = false
         public init() {}
     }
 
@@ -165,6 +169,12 @@ public actor LoopbackGateway {
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
     var deniedOperatorConnects = 0
+    var calls: [String: CallRecord] = [:]
+    var callOrder: [String] = []
+    var offerBroker: LoopbackOfferBroker?
+    var callMediaEnd: (@Sendable (String) async throws -> String)?
+    var realtimeRelays: [String: RealtimeRelayRecord] = [:]
+    var realtimeRelayOrder: [String] = []
     private let log: @Sendable (String) -> Void
 
     public init(configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }) {
@@ -184,6 +194,7 @@ public actor LoopbackGateway {
         let s = try WebSocketServer(options: o)
         server = s
         boundPort = s.port
+        try startOfferBroker()
         eventTask = Task { [weak self] in  // Unstructured: test peer: its event pump lives from start() to stop()
             for await e in s.events { await self?.serverEvent(e) }
         }
@@ -198,6 +209,7 @@ public actor LoopbackGateway {
 
     public func stop() async {
         tickTask?.cancel()
+        stopOfferBroker()
         eventTask?.cancel()
         if let server {
             // shutdown() joins the server's thread: keep that wait off the cooperative pool.
@@ -700,6 +712,7 @@ public actor LoopbackGateway {
     var advertisedMethods: [String] {
         Self.methods + ["talk.speak", "tts.speak", "talk.config"]
             + (configuration.relay == .disabled ? [] : ["talk.session.create", "talk.session.appendAudio", "talk.session.close"])
+            + callMethods
     }
 
     private var authModeName: String {

@@ -13,8 +13,9 @@ extension LoopbackGateway {
     static func requiredScope(_ method: String) -> String? {
         switch method {
         case "chat.send", "chat.abort", "voicewake.set", "voicewake.routing.set", "node.invoke", "tts.speak": return "operator.write"
-        case "talk.speak", "talk.session.create", "talk.session.appendAudio", "talk.session.close": return "operator.talk"
-        case "chat.history", "voicewake.get", "voicewake.routing.get", "node.list", "gateway.identity.get", "talk.config": return "operator.read"
+        case "talk.speak", "talk.session.create", "talk.session.appendAudio", "talk.session.close",
+             "talk.client.create", "talk.client.close", "talk.session.cancelOutput": return "operator.talk"
+        case "talk.catalog", "chat.history", "voicewake.get", "voicewake.routing.get", "node.list", "gateway.identity.get", "talk.config": return "operator.read"
         default: return nil
         }
     }
@@ -36,7 +37,7 @@ extension LoopbackGateway {
             return
         }
         let p = req.params ?? .object([:])
-        if talkMethod(req, p, conn) { return }
+        if realtimeRelayMethod(req, p, conn) || talkMethod(req, p, conn) || callMethod(req, p, conn) { return }
         switch req.method {
         case "node.invoke.result":
             invokeResult(req, p, conn)

@@ -121,6 +121,18 @@ public enum CLI {
                 `clawvoice unmute`. The mute sound plays (sounds.mute), `status` says "muted", and a restarted
                 daemon comes back muted. Also on a key: ptt.muteKey (each press toggles).
                 """, flags: [:], maxPositionals: 0),
+        Command(name: "call", abstract: "Start a realtime call with the agent (talk.calls must be on).",
+                usage: "clawvoice call",
+                details: """
+                The node asks the gateway for a Gateway-controlled WebRTC call (talk.client.create with
+                gateway-control-v1) in the current talk session, and the room is in a live conversation until
+                `clawvoice hangup`, talk.stop, two minutes without speech, or the gateway ends it. While a call
+                holds the room push-to-talk and wake words answer BUSY. The agent can start one too (talk.start),
+                once the gateway allows talk.start and talk.stop (gateway.nodes.commands.allow).
+                """, flags: [:], maxPositionals: 0),
+        Command(name: "hangup", abstract: "End the realtime call.",
+                usage: "clawvoice hangup", details: "Says whether a call was ended; `status` shows how the last call ended.",
+                flags: [:], maxPositionals: 0),
         Command(name: "unmute", abstract: "Turn the microphone and the wake word back on.",
                 usage: "clawvoice unmute", details: "Plays the unmute sound (sounds.unmute).", flags: [:], maxPositionals: 0),
         Command(name: "volume", abstract: "Show or set the level of clawvoice's own playback (0-150%).",
@@ -516,6 +528,15 @@ public enum CLI {
                               + "run `clawvoice events` again once `clawvoice status` answers")
             }
             return 0
+        case "call", "hangup":
+            let r = try ControlSocketClient.send(["cmd": .string(p.command.name)], path: paths.controlSocket, timeoutSeconds: 10)
+            guard r["ok"]?.boolValue == true else { throw Failure(description: "\(p.command.name): \(r["error"]?.stringValue ?? "failed")") }
+            if p.command.name == "call" {
+                say(r["started"]?.boolValue == true ? "calling: `clawvoice status` shows the call, `clawvoice hangup` ends it" : "a call is already on")
+            } else {
+                say(r["stopped"]?.boolValue == true ? "hung up" : "no call was on")
+            }
+            return 0
         case "stop", "mute", "unmute", "volume":
             let control: NodeControl
             switch p.command.name {
@@ -617,8 +638,25 @@ public enum CLI {
         if let v = r["volume"]?.intValue, v != 100 { lines.append("  volume    \(v)%") }
         if let button = r["button"]?.stringValue, button != "off" { lines.append("  button    \(button)") }
         lines += formatWake(r["wake"], muted: muted)
+        lines += formatCall(r["call"])
         if let n = r["outbox"]?.intValue, n > 0 { lines.append("  outbox    \(n) turn\(n == 1 ? "" : "s") waiting (`clawvoice outbox list`)") }
         return lines.joined(separator: "\n")
+    }
+
+    /// The call line of `status` (talk.calls on): the call and which path it took, or how the last ended.
+    static func formatCall(_ c: JSONValue?) -> [String] {
+        guard let c, c.objectValue != nil else { return [] }
+        var lines: [String]
+        let phase = c["phase"]?.stringValue ?? "idle"
+        if phase != "idle" {
+            lines = ["  call      \(phase) over \(c["path"]?.stringValue ?? "?") (\(c["callId"]?.stringValue ?? "?"), session \(c["sessionKey"]?.stringValue ?? "not resolved yet"))"]
+        } else if let end = c["lastEnd"], end.objectValue != nil {
+            lines = ["  call      none; the last (\(end["path"]?.stringValue ?? "?")) ended: \(end["cause"]?.stringValue ?? "?")\(end["detail"]?.stringValue.map { " (\($0))" } ?? "")"]
+        } else {
+            lines = ["  call      none (`clawvoice call` starts one)"]
+        }
+        if let why = c["upgradeRequired"]?.stringValue { lines.append("            ⚠ gateway upgrade required: \(why)") }
+        return lines
     }
 
     /// The wake lines of `status`: what is listened for, the last wake, and each trigger that

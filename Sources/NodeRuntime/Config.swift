@@ -87,6 +87,17 @@ public struct ClawConfig: Sendable, Equatable {
         public var stopWordSensitivity: Double = 0.7
         /// Speak `system.notify` notifications; false answers them NOTIFICATIONS_DISABLED.
         public var speakNotifications: Bool = true
+        /// Realtime calls (issue 23): declare talk.start/talk.stop and take `clawvoice call`.
+        /// Off by default: new declared commands ask the gateway for approval again.
+        public var calls: Bool = false
+        /// The gateway's HTTP origin for the call's SDP offer (nil: the gateway URL's, ws→http);
+        /// the loopback gateway serves its offer route on a port of its own.
+        public var callsHttpOrigin: String? = nil
+        /// Gather the call's ICE candidates on this one local address (nil: every host address);
+        /// the loopback tests use 127.0.0.1, where their WebRTC peer listens.
+        public var callsIceAddress: String? = nil
+        /// A call with no speech either way for this long ends (the room node's call idle timer).
+        public var callIdleSeconds: Int = 120
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).
@@ -101,6 +112,8 @@ public struct ClawConfig: Sendable, Equatable {
         public var muteKey: String? = nil
         public var volumeUpKey: String? = nil
         public var volumeDownKey: String? = nil
+        /// Starts a realtime call, or hangs up the one that is on (talk.calls must be on).
+        public var callKey: String? = nil
     }
     /// A shell command per event (`clawvoice events` names them), run with its fields in the environment.
     public struct Events: Sendable, Equatable {
@@ -108,7 +121,8 @@ public struct ClawConfig: Sendable, Equatable {
     }
     /// Feedback sounds: each true (generated), false (off) or a sound file (WAV, FLAC, MP3, Ogg Opus…) of at most 3 s.
     public struct Sounds: Sendable, Equatable {
-        public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated]
+        public var cues: [TalkCue: WakeChime] = [.endOfListening: .generated, .error: .generated, .mute: .generated, .unmute: .generated,
+                                                 .callStart: .generated, .callEnd: .generated]
     }
     public struct Speech: Sendable, Equatable {
         /// espeak-ng voice for on-device speech (`espeak-ng --voices` lists them).

@@ -104,6 +104,15 @@ extension ClawConfig {
                     "0.5 is the stop head's trained threshold, higher stops more easily (and falsely). 0.7 by default: it listens only while the node speaks, where a missed \"stop\" costs more than a reply cut short."),
             .bool("talk.speakNotifications", \.talk.speakNotifications,
                   "Speak system.notify notifications (title, then body). false: the node answers every system.notify with NOTIFICATIONS_DISABLED, as the Linux node does when notifications are off."),
+            .bool("talk.calls", \.talk.calls,
+                  "Realtime calls with the agent (`clawvoice call`, ptt.callKey, and talk.start from the agent once the gateway allows it in gateway.nodes.commands.allow). Off by default: turning it on declares talk.start/talk.stop, which the gateway approves again."),
+            .optionalString("talk.callsHttpOrigin", \.talk.callsHttpOrigin,
+                            "The gateway's HTTP origin for the call's SDP offer, e.g. \"http://gateway.lan:18789\"; null: the gateway URL's (ws→http, wss→https).",
+                            accept: { $0.hasPrefix("http://") || $0.hasPrefix("https://") ? $0 : nil }, refusal: "must be an http:// or https:// origin"),
+            .optionalString("talk.callsIceAddress", \.talk.callsIceAddress,
+                            "Gather the call's ICE candidates on this one local address only; null: every host address."),
+            .int("talk.callIdleSeconds", \.talk.callIdleSeconds, 10...3600,
+                 "A call with no speech either way for this long ends, in seconds (the room node's call idle timer)."),
 
             .optionalString("ptt.device", \.ptt.device,
                             "Push-to-talk key device: a /dev/input/by-id/… path, \"auto\" (any device with media or phone keys, as headsets have), or null (no key). Reading input devices needs the `input` group."),
@@ -114,6 +123,7 @@ extension ClawConfig {
             .optionalString("ptt.muteKey", \.ptt.muteKey, "Key that mutes and unmutes (each press toggles), e.g. \"KEY_MICMUTE\"."),
             .optionalString("ptt.volumeUpKey", \.ptt.volumeUpKey, "Key that turns the volume up by 5, e.g. \"KEY_VOLUMEUP\"."),
             .optionalString("ptt.volumeDownKey", \.ptt.volumeDownKey, "Key that turns the volume down by 5, e.g. \"KEY_VOLUMEDOWN\"."),
+            .optionalString("ptt.callKey", \.ptt.callKey, "Key that starts a realtime call, or hangs up the one in progress (talk.calls), e.g. \"KEY_PHONE\"."),
         ]
         rows += NodeEvents.catalog.map { event in
             ConfigSetting("events.\(event.name)", .optionalString, event.fields, defaultValue: { c in c.events.commands[event.name].map(JSONValue.string) ?? .null }) { c, v, _ in
@@ -125,6 +135,8 @@ extension ClawConfig {
             .sound("sounds.error", \.sounds[cue: .error], "a turn could not start or be queued"),
             .sound("sounds.mute", \.sounds[cue: .mute], "clawvoice mute"),
             .sound("sounds.unmute", \.sounds[cue: .unmute], "clawvoice unmute"),
+            .sound("sounds.callStart", \.sounds[cue: .callStart], "a realtime call connected"),
+            .sound("sounds.callEnd", \.sounds[cue: .callEnd], "a realtime call ended"),
 
             .string("speech.voice", \.speech.voice, "espeak-ng voice for on-device speech (`espeak-ng --voices` lists them)."),
             .int("speech.rateWpm", \.speech.rateWpm, 80...450, "Words per minute."),

@@ -1,6 +1,6 @@
 // The node's controls besides push-to-talk: stop speaking, mute/unmute, volume. One value per
 // control, parsed from the control socket or a key press; NodeDaemon.control carries it out.
-// Also the keys bound to them (ptt.stopKey, muteKey, volumeUpKey, volumeDownKey): one evdev
+// Also the keys bound to them (ptt.stopKey, muteKey, callKey, volumeUpKey, volumeDownKey): one evdev
 // reader per key, each press one control.
 
 import Buttons
@@ -11,6 +11,8 @@ public enum NodeControl: Sendable, Equatable {
     case stop
     case mute(Bool)
     case toggleMute
+    /// A realtime call: start one, or hang up the one that is on (ptt.callKey).
+    case toggleCall
     /// Set the level (percent), or change it by a delta.
     case volume(set: Int?, change: Int?)
 
@@ -20,6 +22,7 @@ public enum NodeControl: Sendable, Equatable {
         case .stop: return ["cmd": "stop"]
         case .mute(let on): return ["cmd": on ? "mute" : "unmute"]
         case .toggleMute: return ["cmd": "mute", "toggle": true]
+        case .toggleCall: return ["cmd": "call", "toggle": true]
         case .volume(let set, let change):
             var o: [String: JSONValue] = ["cmd": "volume"]
             if let set { o["set"] = .number(Double(set)) }
@@ -65,6 +68,7 @@ enum ControlKeys {
         var b: [(String, NodeControl)] = []
         if let k = p.stopKey { b.append((k, .stop)) }
         if let k = p.muteKey { b.append((k, .toggleMute)) }
+        if let k = p.callKey { b.append((k, .toggleCall)) }
         if let k = p.volumeUpKey { b.append((k, .volume(set: nil, change: volumeStep))) }
         if let k = p.volumeDownKey { b.append((k, .volume(set: nil, change: -volumeStep))) }
         return b

@@ -6,6 +6,7 @@ import Buttons
 import Foundation
 import GatewayClient
 import GatewayProtocol
+import Realtime
 import Store
 import Talk
 import WakeWord
@@ -17,8 +18,13 @@ public enum NodeCommands {
     public static let ptt = ["talk.ptt.start", "talk.ptt.stop", "talk.ptt.cancel", "talk.ptt.once"]
     public static let all = ptt + ["system.notify"]
 
-    public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil) -> NodeCommandRegistry {
+    public static func registry(talk: TalkController? = nil, notifications: NotificationSpeaker? = nil,
+                                calls: CallService? = nil) -> NodeCommandRegistry {
         let r = NodeCommandRegistry()
+        // talk.start/talk.stop (D7) only with talk.calls on: new declared commands need the gateway's approval.
+        if let calls {
+            CallCommands.register(on: r, start: { await calls.start(origin: .invoke) }, stop: { await calls.stop(cause: .talkStop) })
+        }
         if let talk {
             // The turn (and its reply) goes to the session the gateway stamped on the invoke
             // (TurnSession: top-level sessionKey), else the current one.
@@ -172,6 +178,10 @@ public final class NodeDaemon: Sendable {
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
+        let activeURL = Locked<String>(record.url)
+        self.activeURL = activeURL
+        calls = config.talk.calls ? DaemonCalls(config: config, operatorSession: operatorSession, gatewayURL: activeURL,
+                                                playback: audio.playback, reference: echo, talk: talk, bus: bus, log: log) : nil
         latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
@@ -214,6 +224,9 @@ public final class NodeDaemon: Sendable {
     let presses: AsyncStream<PTTKeyAction>
     let controlPresses: AsyncStream<NodeControl>
     let controlKeys: [PTTButtonService]
+    /// Realtime calls (talk.calls); nil when off.
+    let calls: DaemonCalls?
+    let activeURL: Locked<String>
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -221,14 +234,16 @@ public final class NodeDaemon: Sendable {
         let outbox = OutboxSender(store: store, gateway: record.name, channel: channel, log: log)
         let transcripts = TranscriptSync(store: store, gateway: record.name, channel: channel, log: log)
         let link = GatewayLink(record: record, store: store, identity: identity, instanceId: instanceId, config: config,
-                               commands: NodeCommands.registry(talk: talk, notifications: notifications),
+                               commands: NodeCommands.registry(talk: talk, notifications: notifications, calls: calls?.service),
                                log: log, timing: timing)
         let (sink, statusSink) = (eventSink, self.statusSink)
         link.onEvent { role, e in sink.yield((role, e)) }
         let made = GatewayScope(record: record, link: link, outbox: outbox, transcripts: transcripts)
         let (bus, roleStates) = (self.bus, self.roleStates)
+        let calls = self.calls
         link.onStatus { [weak made] s in
             if s.role == "operator" { statusSink.yield((s, made)) }
+            if s.role == "operator", let calls { calls.operatorStatus(s, session: link.operator) }
             let up = s.state == .connected
             if roleStates.withLock({ states in defer { states[s.role] = up }; return states[s.role] != up && (up || states[s.role] == true) }) {
                 bus.publish(up ? "connected" : "disconnected", ["role": s.role, "gateway": s.gateway, "detail": s.detail])
@@ -339,6 +354,7 @@ public final class NodeDaemon: Sendable {
         if let control { all.append(.init("control socket", control)) }
         if !headsetKnown { all.append(.init("headset probe") { await self.probeHeadset() }) }
         if let button { all.append(.init("ptt button") { await self.runButton(button) }) }
+        if let calls { all.append(.init("calls") { await calls.run(talk: self.talk) }) }
         if !controlKeys.isEmpty { all.append(.init("control keys") { await self.runControlKeys() }) }
         if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
             all.append(.init("systemd") { await self.systemdService(notifier) })
@@ -374,6 +390,9 @@ public final class NodeDaemon: Sendable {
         case .toggleMute:
             await talk.setMuted(!talk.muted)
             return ["ok": true, "muted": .bool(talk.muted)]
+        case .toggleCall:
+            guard let calls else { return ["ok": false, "error": .string(DaemonCalls.disabledMessage)] }
+            return await calls.control(await calls.service.isActive ? "hangup" : "call", origin: "key")
         case .volume(let set, let change):
             if set != nil || change != nil {
                 let level = NodeControl.level(current: audio.playback.volumePercent, set: set, change: change)
@@ -416,6 +435,11 @@ public final class NodeDaemon: Sendable {
             return await historyRefresh(request)
         case "listen":
             return await listenJSON(request)
+        case "call", "hangup":
+            guard let calls else { return ["ok": false, "error": .string(DaemonCalls.disabledMessage)] }
+            let cmd = request["cmd"]?.stringValue ?? ""
+            if request["toggle"]?.boolValue == true, await calls.service.isActive { return await calls.control("hangup") }
+            return await calls.control(cmd)
         default:
             return ["ok": false, "error": .string("unknown command \(request["cmd"]?.stringValue ?? "(none)")")]
         }
@@ -428,7 +452,7 @@ public final class NodeDaemon: Sendable {
             sessions[role.rawValue] = (try? JSONValue(encoding: s)) ?? .null
         }
         let key: String? = await historySessionKey(nil)
-        return ["ok": true, "version": .string(ClawvoiceVersion.current), "pid": .number(Double(getpid())),
+        var out: JSONValue = ["ok": true, "version": .string(ClawvoiceVersion.current), "pid": .number(Double(getpid())),
                 "uptimeMs": .number(Double(nowMs() - startedAtMs)),
                 "gateway": ["name": .string(link.record.name), "url": .string(link.record.url)],
                 "sessions": .object(sessions), "sessionKey": key.map { .string($0) } ?? .null,
@@ -437,6 +461,8 @@ public final class NodeDaemon: Sendable {
                 "button": button.map { .string($0.status.description) } ?? "off",
                 "muted": .bool(talk.muted), "volume": .number(Double(audio.playback.volumePercent)), "wake": await talk.wakeStatus?.json ?? "off",
                 "outbox": .number(Double((try? store.outboxCount(gateway: link.record.name)) ?? 0))]
+        if let calls, case .object(var o) = out { o["call"] = await calls.statusJSON(); out = .object(o) }
+        return out
     }
 
     func ptt(_ action: String) async -> JSONValue {

@@ -13,7 +13,11 @@ extension NodeDaemon {
     /// Gateway events in order to the talk loop (chat deltas, transcripts); voicewake.* arrive on
     /// both sessions (the node session gets them first on connect).
     func pumpEvents() async {
-        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") { talk.handle(e) }
+        for await (role, e) in events where role == .operator || e.event.hasPrefix("voicewake.") {
+            // D5: a talk.event session.closed for this call ends it.
+            if role == .operator, e.event == "talk.event", let calls { await calls.service.talkEvent(e.payload) }
+            talk.handle(e)
+        }
     }
 
     /// The active gateway's scope, rebuilt in place on every switch request until cancelled.
@@ -25,6 +29,7 @@ extension NodeDaemon {
             let request: String? = await withDiscardingTaskGroup { group in
             if let s = current {
                 activeName.withLock { $0 = s.record.name }
+                activeURL.withLock { $0 = s.record.url }
                 operatorSession.withLock { $0 = s.link.operator }
                 talk.use(outbox: s.outbox)
                 // Replies of an outbox turn arrive under the run id its chat.send returned.
@@ -47,6 +52,7 @@ extension NodeDaemon {
             }
             guard let reason = request else { break }
             log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
+            await calls?.service.gatewaySwitched()
             await talk.interrupt(reason: reason)
             await current?.link.stop()
             do {

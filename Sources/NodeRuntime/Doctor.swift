@@ -102,6 +102,10 @@ public struct DoctorFacts: Sendable, Equatable {
     public var controlSocket = ""
     public var daemonPid: Int?
     public var daemonError: String?
+    /// The daemon runs with talk.calls on.
+    public var callsEnabled = false
+    /// Why the gateway cannot hold a Gateway-controlled call (seen by the daemon's last call).
+    public var callUpgradeRequired: String?
     public var stateDir = ""
     public var freeBytes: Int64?
 
@@ -245,6 +249,13 @@ public enum Doctor {
         } else {
             out.append(DoctorCheck("daemon", false, "daemon not answering on \(f.controlSocket)\(f.daemonError.map { ": \($0)" } ?? "")",
                                    fix: "clawvoice service install (or systemctl --user start clawvoice, or clawvoice run)"))
+        }
+        // Realtime calls: the create result must be gateway-control-v1 (D1), else the gateway needs an upgrade.
+        if let why = f.callUpgradeRequired {
+            out.append(DoctorCheck("calls", false, "calls: gateway upgrade required (\(why))",
+                                   fix: "upgrade the OpenClaw gateway to one that answers talk.client.create with gateway-control-v1, with a realtime provider that supports gateway control (OpenAI: a Platform API key)"))
+        } else if f.callsEnabled {
+            out.append(DoctorCheck("calls", true, "calls: on (talk.calls); no gateway upgrade needed so far"))
         }
         // Disk.
         if let free = f.freeBytes {

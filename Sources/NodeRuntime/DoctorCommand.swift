@@ -73,6 +73,8 @@ enum DoctorCommand {
         do {
             status = try ControlSocketClient.send(["cmd": "status"], path: paths.controlSocket, timeoutSeconds: 5)
             f.daemonPid = status?["pid"]?.intValue.map(Int.init)
+            f.callsEnabled = status?["call"]?.objectValue != nil
+            f.callUpgradeRequired = status?["call"]?["upgradeRequired"]?.stringValue
         } catch ControlSocketError.daemonNotRunning {
             f.daemonError = "not running"
         } catch {

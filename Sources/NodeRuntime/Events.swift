@@ -25,6 +25,8 @@ public enum NodeEvents {
         ("unmuted", "no fields"),
         ("connected", "role, gateway, detail"),
         ("disconnected", "role, gateway, detail"),
+        ("callStarted", "callId, path (webrtc|relay), origin, sessionKey"),
+        ("callEnded", "callId, path, reason"),
     ]
     public static let names = catalog.map { $0.name }
 

@@ -41,6 +41,22 @@ public final class EchoReference: Sendable {
     /// The clip ended or was stopped.
     public func end() { state.withLock { $0 = nil } }
 
+    /// A streamed clip (a realtime call's audio, 16 kHz mono) grows by what was just written to
+    /// the speaker; `begin` an empty one first. Only the last minute is kept: 30 s go at a time,
+    /// and the start moves on with them, so every kept sample keeps its time.
+    public func append(_ samples16k: [Int16]) {
+        state.withLock { s in
+            guard var current = s else { return }
+            s = nil  // one copy of the array while it grows
+            current.samples += samples16k
+            if current.samples.count > 16_000 * 60 {
+                current.samples.removeFirst(16_000 * 30)
+                current.start += .seconds(30)
+            }
+            s = current
+        }
+    }
+
     /// The clip playing at `t` and the index in it of the sample heard then (nil: nothing plays).
     func position(at t: ContinuousClock.Instant) -> (clip: Int, index: Int)? {
         guard let (start, _, clip) = state.withLock({ $0 }) else { return nil }

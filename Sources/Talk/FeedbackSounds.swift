@@ -8,6 +8,8 @@ import Foundation
 /// A sound that tells the user what the node did.
 public enum TalkCue: String, Sendable, CaseIterable, Codable {
     case endOfListening, error, mute, unmute
+    /// A realtime call connected (played at the head of the call's stream) / ended.
+    case callStart, callEnd
 }
 
 public struct FeedbackSounds: Sendable {
@@ -43,6 +45,8 @@ public struct FeedbackSounds: Sendable {
         case .error: pattern = [(330, 90, 50), (330, 90, 0)]
         case .mute: pattern = [(660, 70, 10), (440, 110, 0)]
         case .unmute: pattern = [(440, 70, 10), (660, 110, 0)]
+        case .callStart: pattern = [(523, 80, 20), (659, 80, 20), (784, 120, 0)]
+        case .callEnd: pattern = [(784, 80, 20), (659, 80, 20), (523, 120, 0)]
         }
         let rate = 16_000
         let amplitude = 32767 * pow(10, -15.0 / 20)

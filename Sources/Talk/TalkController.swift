@@ -141,6 +141,10 @@ public actor TalkController {
     private var cleaner: CaptureCleaner?
     private let onMuteChange: (@Sendable (Bool) -> Void)?
     private var onEvent: (@Sendable (TalkEvent) -> Void)?
+    /// Ends the realtime call (TalkController+Call.swift).
+    var onEndCall: (@Sendable (String) -> Void)?
+    /// Where the microphone goes while a call holds the room (echo-cancelled when that is on).
+    var onCallFrame: (@Sendable (PCMBuffer) -> Void)?
     private var startedReplies: Set<String> = []
     private var sounds: FeedbackSounds
     private let inbox: AsyncStream<Item>
@@ -281,6 +285,7 @@ public actor TalkController {
             stopFed = false
             let cleaned = clean(raw, at: at)
             let heard = cleaned.uplink
+            if machine.callMicrophoneOpen { onCallFrame?(heard) }
             // The machine decides on the uplink's frame; its wake and stop actions for this frame
             // run their heads on the linear path's copy of it (CleanedFrame.detector).
             await step(.frame(heard, speaker: await speech.speakerState(), voice: voiceProbability(heard, followsGap: gap)),
@@ -533,6 +538,8 @@ public actor TalkController {
         case .clearPreRoll:
             preRoll.removeAll()
             wake?.lookback.removeAll()
+        case .endCall(let reason):
+            onEndCall?(reason)
         case .cue(let cue):
             playCue(cue)
             if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }

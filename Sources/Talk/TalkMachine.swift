@@ -44,6 +44,7 @@ public struct PTTError: Error, Sendable, Equatable, CustomStringConvertible {
         PTTError(code: "MICROPHONE_UNAVAILABLE", message: detail)
     }
     public static let muted = PTTError(code: "MUTED", message: "the microphone is muted (clawvoice unmute)")
+    public static let inCall = PTTError(code: "BUSY", message: "a call holds the room (clawvoice hangup ends it)")
 }
 
 /// What the microphone looks like right now, for refusing a start with a reason.
@@ -234,6 +235,9 @@ public struct TalkMachine: Sendable {
         /// `clawvoice mute|unmute`: the microphone and the wake word off (on). `announce`: play
         /// its sound (not when the muted state is restored at start).
         case setMuted(Bool, announce: Bool)
+        /// A realtime call holds the room from its start to its end (TalkMachine+Call.swift).
+        case callStarted(id: String)
+        case callEnded(id: String)
         case tick
     }
 
@@ -289,6 +293,8 @@ public struct TalkMachine: Sendable {
         case clearPreRoll
         /// A sound for the user: the end of listening, an error.
         case cue(TalkCue)
+        /// End the realtime call (a session or gateway switch).
+        case endCall(reason: String)
     }
 
     public private(set) var settings: Settings
@@ -307,6 +313,8 @@ public struct TalkMachine: Sendable {
     public private(set) var bargeIns = 0
     /// Speech stopped by the stop word.
     public private(set) var stopWords = 0
+    /// The realtime call holding the room: captures and wake are refused BUSY, frames go to the call.
+    public internal(set) var call: String?
     /// The last frame arrived while the node was speaking, idle, on a clean channel.
     private var speakingNow = false
     private var bargeVoiceMs = 0
@@ -370,10 +378,12 @@ public struct TalkMachine: Sendable {
         case .delivered(let id, let status, let key):
             delivered(id: id, status, key: key, nowMs: nowMs, out: &out)
         case .switchSession(let key, let reason):
+            if call != nil { out.append(.endCall(reason: "session switched")) }
             interrupt(reason: reason, out: &out)
             chosenSession = key
             out.append(.persistSession(key))
         case .restoreSession(let key):
+            if call != nil { out.append(.endCall(reason: "gateway switched")) }
             interrupt(reason: "gateway switched", out: &out)
             chosenSession = key
             mainSessionKey = nil
@@ -408,6 +418,10 @@ public struct TalkMachine: Sendable {
             stopSpeaking(reason: "stop", measure: speaking, out: &out)
         case .setMuted(let on, let announce):
             setMuted(on, announce: announce, out: &out)
+        case .callStarted(let id):
+            callStarted(id, out: &out)
+        case .callEnded(let id):
+            callEnded(id, out: &out)
         case .turnSent(let key, let runId):
             if key != runId, let deadline = replies.removeValue(forKey: key) {
                 replies[runId] = deadline
@@ -423,6 +437,7 @@ public struct TalkMachine: Sendable {
     // MARK: commands
 
     private mutating func command_(_ command: Command, token: Int, freshId: String, session: String?, nowMs: Int64, out: inout [Action]) {
+        if refusedInCall(command, token: token, freshId: freshId, out: &out) { return }
         switch command {
         case .start:
             switch phase {
@@ -650,7 +665,8 @@ public struct TalkMachine: Sendable {
     private mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, voice: Double?, nowMs: Int64, out: inout [Action]) {
         // Muted: nothing hears the frame (no capture, pre-roll, wake or barge-in).
         speakingNow = false
-        if muted { return }
+        // During a call the microphone belongs to the call: no capture, wake or barge-in here.
+        if muted || call != nil { return }
         switch phase {
         case .capturing(var c):
             // On a loudspeaker the wake chime reaches the microphone: the endpointer hears silence instead.
@@ -757,7 +773,7 @@ public struct TalkMachine: Sendable {
     // MARK: wake
 
     private mutating func wake_(phrase: String, triggers: [String], routed: String?, freshId: String, nowMs: Int64, out: inout [Action]) {
-        guard isIdle, deferred.isEmpty, !muted else {
+        guard isIdle, deferred.isEmpty, !muted, call == nil else {
             out.append(.wakeOutcome("busy"))
             return
         }
@@ -846,7 +862,7 @@ public struct TalkMachine: Sendable {
     }
 
     /// A session switch, gateway switch or lost connection: cancel the capture, drop late results, stop speaking.
-    private mutating func interrupt(reason: String, out: inout [Action]) {
+    mutating func interrupt(reason: String, out: inout [Action]) {
         generation += 1
         switch phase {
         case .capturing(let c), .ending(let c): discard(c, reason: "cancelled: \(reason)", out: &out)

@@ -1,0 +1,133 @@
+// The loopback gateway's HTTP offer route (protocol-drift-2026-12b.md D1): `POST <offerUrl>` with
+// `Content-Type: application/sdp` and `Authorization: Bearer <clientSecret>`, the secret single-use;
+// the SDP answer comes back with 201. It listens on a second 127.0.0.1 port: the WebSocket server
+// (libwebsockets) serves no plain HTTP, so a node reaches this route through an HTTP-origin
+// override (the room node has one, CONFIG_OPENCLAW_ROOM_GATEWAY_HTTP_BASE_URL). Blocking sockets
+// on threads of its own: a test fake with one or two calls at a time.
+
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class LoopbackOfferBroker: @unchecked Sendable {
+    /// (path, bearer secret, offer SDP) → (status, body). Runs on the gateway actor.
+    typealias Handler = @Sendable (String, String?, String?, String) async -> (Int, String)
+
+    let port: Int
+    private let fd: Int32
+    private let handler: Handler
+    private let lock = NSLock()
+    private var stopped = false
+
+    init(handler: @escaping Handler) throws {
+        self.handler = handler
+        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw LoopbackBrokerError("socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(s, 16) == 0 else {
+            close(s)
+            throw LoopbackBrokerError("the offer route could not listen on 127.0.0.1: \(String(cString: strerror(errno)))")
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        fd = s
+        let t = Thread { [self] in acceptLoop() }
+        t.name = "loopback-offer-broker"
+        t.start()
+    }
+
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        stopped = true
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+
+    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+
+    private func acceptLoop() {
+        while !isStopped {
+            let c = accept(fd, nil, nil)
+            if c < 0 { if errno == EINTR { continue }; return }
+            let t = Thread { [self] in serve(c) }
+            t.start()
+        }
+    }
+
+    /// One request: read head and body, ask the handler (it may take the media end's whole
+    /// answer time), write the response, close.
+    private func serve(_ c: Int32) {
+        defer { close(c) }
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var data: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 16 * 1024)
+        var headEnd: Int?
+        var contentLength = 0
+        while true {
+            if let h = headEnd, data.count >= h + contentLength { break }
+            let n = buf.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return }
+            data += buf[0..<n]
+            if data.count > 512 * 1024 { respond(c, 413, "offer too large"); return }
+            if headEnd == nil, let r = data.firstRange(of: Array("\r\n\r\n".utf8)) {
+                headEnd = r.upperBound
+                let head = String(decoding: data[..<r.lowerBound], as: UTF8.self)
+                for line in head.split(separator: "\r\n").dropFirst() where line.lowercased().hasPrefix("content-length:") {
+                    contentLength = Int(line.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)) ?? 0
+                }
+            }
+        }
+        guard let h = headEnd else { return }
+        let head = String(decoding: data[..<(h - 4)], as: UTF8.self).split(separator: "\r\n")
+        let requestLine = head.first?.split(separator: " ") ?? []
+        guard requestLine.count >= 2, requestLine[0] == "POST" else { respond(c, 405, "only POST"); return }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            let kv = line.split(separator: ":", maxSplits: 1)
+            if kv.count == 2 { headers[kv[0].lowercased()] = kv[1].trimmingCharacters(in: .whitespaces) }
+        }
+        let body = String(decoding: data[h..<min(data.count, h + contentLength)], as: UTF8.self)
+        let bearer = headers["authorization"].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        let box = ResultBox()
+        let done = DispatchSemaphore(value: 0)
+        let path = String(requestLine[1]), ctype = headers["content-type"], handler = self.handler
+        Task.detached {
+            box.value = await handler(path, bearer, ctype, body)
+            done.signal()
+        }
+        done.wait()
+        respond(c, box.value.0, box.value.1)
+    }
+
+    private func respond(_ c: Int32, _ status: Int, _ body: String) {
+        let reason = [201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+                      413: "Payload Too Large", 415: "Unsupported Media Type", 502: "Bad Gateway"][status] ?? "Status"
+        let type = body.hasPrefix("v=0") ? "application/sdp" : "text/plain"
+        let bytes = Array(body.utf8)
+        let out = Array("HTTP/1.1 \(status) \(reason)\r\nContent-Type: \(type)\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n".utf8) + bytes
+        var sent = 0
+        while sent < out.count {
+            let n = out[sent...].withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            sent += n
+        }
+    }
+}
+
+private final class ResultBox: @unchecked Sendable { var value: (Int, String) = (502, "no answer") }
+
+struct LoopbackBrokerError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

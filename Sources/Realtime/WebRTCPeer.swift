@@ -1,0 +1,241 @@
+// One audio-only WebRTC peer (GStreamer webrtcbin through CWebRTCPeer): Opus mono sendrecv, no
+// data channel, a non-trickle offer (or answer) with every candidate in it. PCM frames go in with
+// `send`, decoded PCM comes out of `audio`, link changes come out of `events`. The C side runs its
+// GLib loop on its own thread; its callbacks only yield into the streams below.
+
+import CWebRTCPeer
+import Foundation
+
+public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+public final class WebRTCPeer: @unchecked Sendable {
+    /// What the link reports. `closed` is always the last event, after `close()`.
+    public enum Event: Sendable, Equatable {
+        case connected
+        case remoteAudio
+        case disconnected
+        case failed(String)
+        case closed
+    }
+
+    public let sampleRate: Int
+    public let events: AsyncStream<Event>
+    /// Decoded remote audio, mono Int16 at `sampleRate`, in the chunks the decoder produces.
+    public let audio: AsyncStream<[Int16]>
+
+    private let handle: OpaquePointer
+    private let sink: Unmanaged<Sink>
+    private let lock = NSLock()
+    private var isClosed = false
+    private var watchdog: Task<Void, Never>?
+
+    /// A peer in PLAYING state. `localAddress`: gather ICE candidates on that one address only
+    /// (the tests use "127.0.0.1"); nil lets ICE use every host address.
+    /// `mediaTimeout`: once remote audio flowed, this long without any is a hang-up
+    /// (webrtcbin 1.22 reports neither a DTLS close nor ICE consent loss of the far end).
+    public init(sampleRate: Int, localAddress: String? = nil, mediaTimeout: Duration = .seconds(3)) throws {
+        try WebRTCPeer.initialiseOnce()
+        self.sampleRate = sampleRate
+        let (events, eventsOut) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(64))
+        // 2 s of decoded audio at most: a consumer that stalls loses the oldest, never the newest.
+        let (audio, audioOut) = AsyncStream.makeStream(of: [Int16].self, bufferingPolicy: .bufferingNewest(100))
+        self.events = events
+        self.audio = audio
+        let sink = Unmanaged.passRetained(Sink(events: eventsOut, audio: audioOut))
+        var callbacks = cv_rtc_callbacks()
+        callbacks.ctx = sink.toOpaque()
+        callbacks.on_state = { ctx, kind, value, detail in
+            Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue().state(kind: kind, value: value, detail: detail.map { String(cString: $0) })
+        }
+        callbacks.on_audio = { ctx, samples, count in
+            guard let samples else { return }
+            let s = Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue()
+            s.heard()
+            s.audio.yield(Array(UnsafeBufferPointer(start: samples, count: count)))
+        }
+        callbacks.on_local_sdp = { ctx, sdp, error in
+            Unmanaged<Sink>.fromOpaque(ctx!).takeUnretainedValue()
+                .localDescription(sdp.map { .success(String(cString: $0)) } ?? .failure(WebRTCError(error.map { String(cString: $0) } ?? "no local description")))
+        }
+        var error: UnsafeMutablePointer<CChar>?
+        guard let handle = cv_rtc_new(Int32(sampleRate), localAddress, callbacks, &error) else {
+            sink.release()
+            throw WebRTCError(WebRTCPeer.take(error) ?? "the WebRTC peer could not start")
+        }
+        self.handle = handle
+        self.sink = sink
+        let box = sink.takeUnretainedValue()  // the task holds its own reference
+        watchdog = Task { [box] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                if let last = box.lastAudio, ContinuousClock.now - last > mediaTimeout {
+                    box.state(kind: Int32(CV_RTC_CONNECTION_STATE), value: 3, detail: nil)
+                    return
+                }
+            }
+        }
+    }
+
+    deinit { close() }
+
+    /// The complete offer (ICE gathering done, every candidate in it), or an error after `timeout`.
+    public func createOffer(timeout: Duration = .seconds(10)) async throws -> String {
+        try await awaitLocalDescription(timeout: timeout) { cv_rtc_create_offer(handle) }
+    }
+
+    /// The remote answer to our offer.
+    public func setAnswer(_ sdp: String) throws {
+        try lockedOpen()
+        var error: UnsafeMutablePointer<CChar>?
+        if cv_rtc_set_answer(handle, sdp, &error) != 0 { throw WebRTCError(WebRTCPeer.take(error) ?? "the answer was refused") }
+    }
+
+    /// Answering side (test peers): takes a remote offer and returns the complete answer.
+    public func answer(offer: String, timeout: Duration = .seconds(10)) async throws -> String {
+        try await awaitLocalDescription(timeout: timeout) {
+            var error: UnsafeMutablePointer<CChar>?
+            if cv_rtc_accept_offer(handle, offer, &error) != 0 {
+                sink.takeUnretainedValue().localDescription(.failure(WebRTCError(WebRTCPeer.take(error) ?? "the offer was refused")))
+            }
+        }
+    }
+
+    /// Sends one frame of mono PCM at `sampleRate`. False once closed.
+    @discardableResult
+    public func send(_ samples: [Int16]) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed, !samples.isEmpty else { return false }
+        return samples.withUnsafeBufferPointer { cv_rtc_push(handle, $0.baseAddress, $0.count) } == 0
+    }
+
+    /// Stops the media and frees the pipeline; `events` ends with `.closed`. Idempotent.
+    public func close() {
+        lock.lock()
+        if isClosed { lock.unlock(); return }
+        isClosed = true
+        watchdog?.cancel()
+        cv_rtc_close(handle)
+        lock.unlock()
+        let s = sink.takeUnretainedValue()
+        s.finish()
+        sink.release()
+    }
+
+    private func lockedOpen() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        if isClosed { throw WebRTCError("the WebRTC peer is closed") }
+    }
+
+    private func awaitLocalDescription(timeout: Duration, start: () -> Void) async throws -> String {
+        try lockedOpen()
+        let s = sink.takeUnretainedValue()
+        let waiter = s.beginWaiting()
+        start()
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            s.localDescription(.failure(WebRTCError("ICE gathering did not complete within \(timeout)")))
+        }
+        defer { timer.cancel() }
+        return try await waiter.value
+    }
+
+    private static func take(_ s: UnsafeMutablePointer<CChar>?) -> String? {
+        guard let s else { return nil }
+        defer { cv_rtc_free_string(s) }
+        return String(cString: s)
+    }
+
+    private static let initResult: Result<Void, WebRTCError> = {
+        var error: UnsafeMutablePointer<CChar>?
+        if cv_rtc_global_init(&error) != 0 { return .failure(WebRTCError(take(error) ?? "GStreamer would not initialise")) }
+        return .success(())
+    }()
+
+    /// gst_init once per process; the error names the missing Debian package.
+    public static func initialiseOnce() throws { try initResult.get() }
+}
+
+/// What the C callbacks reach: the two stream ends and the one local-description waiter.
+private final class Sink: @unchecked Sendable {
+    let eventsOut: AsyncStream<WebRTCPeer.Event>.Continuation
+    let audio: AsyncStream<[Int16]>.Continuation
+    private let lock = NSLock()
+    private var last: WebRTCPeer.Event?
+    private var pending: Result<String, WebRTCError>?
+    private var waiter: CheckedContinuation<String, any Error>?
+    private var lastAudioAt: ContinuousClock.Instant?
+
+    /// When the last decoded remote audio came out (nil: none yet).
+    var lastAudio: ContinuousClock.Instant? { lock.lock(); defer { lock.unlock() }; return lastAudioAt }
+    func heard() { lock.lock(); lastAudioAt = .now; lock.unlock() }
+
+    init(events: AsyncStream<WebRTCPeer.Event>.Continuation, audio: AsyncStream<[Int16]>.Continuation) {
+        self.eventsOut = events
+        self.audio = audio
+    }
+
+    /// GStreamer's enums to our events; a repeat of the last event is not reported again.
+    func state(kind: Int32, value: Int32, detail: String?) {
+        let event: WebRTCPeer.Event?
+        switch Int(kind) {
+        case Int(CV_RTC_CONNECTION_STATE):
+            // 5 (closed) can only come from the far end here: our own close silences the callbacks first.
+            switch value { case 2: event = .connected; case 3, 5: event = .disconnected; case 4: event = .failed("the WebRTC connection failed"); default: event = nil }
+        case Int(CV_RTC_ICE_STATE):
+            switch value { case 4: event = .failed("ICE failed"); case 5: event = .disconnected; default: event = nil }
+        case Int(CV_RTC_ERROR): event = .failed(detail ?? "pipeline error")
+        case Int(CV_RTC_END_OF_STREAM): event = .disconnected
+        case Int(CV_RTC_REMOTE_AUDIO): event = .remoteAudio
+        default: event = nil
+        }
+        guard let event else { return }
+        lock.lock()
+        let repeated = last == event
+        last = event
+        lock.unlock()
+        if !repeated { eventsOut.yield(event) }
+    }
+
+    struct Waiter { let sink: Sink; var value: String { get async throws { try await sink.wait() } } }
+    func beginWaiting() -> Waiter { Waiter(sink: self) }
+
+    private func wait() async throws -> String {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<String, any Error>) in
+            lock.lock()
+            if let pending {
+                self.pending = nil
+                lock.unlock()
+                c.resume(with: pending.mapError { $0 as any Error })
+            } else {
+                waiter = c
+                lock.unlock()
+            }
+        }
+    }
+
+    /// The first result wins; later ones (a timeout after success) are dropped.
+    func localDescription(_ result: Result<String, WebRTCError>) {
+        lock.lock()
+        if let w = waiter {
+            waiter = nil
+            lock.unlock()
+            w.resume(with: result.mapError { $0 as any Error })
+        } else {
+            if pending == nil { pending = result }
+            lock.unlock()
+        }
+    }
+
+    func finish() {
+        localDescription(.failure(WebRTCError("the WebRTC peer is closed")))
+        eventsOut.yield(.closed)
+        eventsOut.finish()
+        audio.finish()
+    }
+}

@@ -1,0 +1,221 @@
+// A realtime call through the whole node (issue 23): `clawvoice run` with talk.calls on, a
+// private PulseAudio (speech played into cv_mic, the speaker read back from cv_speaker's
+// monitor), the loopback gateway brokering the SDP offer to the aiortc peer, which answers
+// speech with speech. The gateway's talk.start and `clawvoice call` start calls; push-to-talk
+// is refused BUSY during one; `status` shows the path; `clawvoice hangup` and talk.stop end them.
+
+import Synchronization
+import Foundation
+import GatewayProtocol
+import LoopbackGateway
+import Realtime
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One tests/peer/webrtc_peer.py run: the provider behind the gateway's offer route.
+final class AiortcPeer: @unchecked Sendable {
+    let process = Process()
+    let stdin = Pipe()
+    let port: Int
+    let secret = "peer-\(UInt32.random(in: 0...UInt32.max))"
+
+    init() throws {
+        let root = repositoryRoot()
+        let python = root.appendingPathComponent("tests/peer/.venv/bin/python").path
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw CallDaemonError("\(python) is missing: run `make tests/peer/.venv/.ready` (the peer needs aiortc)")
+        }
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [root.appendingPathComponent("tests/peer/webrtc_peer.py").path, "--secret", secret]
+        let out = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let d = out.fileHandleForReading.availableData
+            if d.isEmpty { throw CallDaemonError("the WebRTC peer exited before it listened") }
+            line += d
+        }
+        let first = String(decoding: line, as: UTF8.self).split(separator: "\n")[0]
+        guard first.hasPrefix("listening "), let p = Int(first.dropFirst(10)) else { throw CallDaemonError("the peer said \(first)") }
+        port = p
+        out.fileHandleForReading.readabilityHandler = { _ = $0.availableData }
+    }
+
+    var origin: String { "http://127.0.0.1:\(port)" }
+
+    func answer(_ offer: String) async throws -> String {
+        try await OfferExchange.post(origin: origin, path: "/talk/offer", secret: secret, offer: offer)
+    }
+
+    /// GET /stats as JSON.
+    func stats() async -> JSONValue? {
+        let port = self.port
+        return await onOwnThread {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            guard ok == 0 else { return nil }
+            let req = Array("GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8)
+            _ = req.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            var out: [UInt8] = []
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                out += buf[0..<n]
+            }
+            let text = String(decoding: out, as: UTF8.self)
+            guard let r = text.range(of: "\r\n\r\n") else { return nil }
+            return try? JSONCoding.decode(JSONValue.self, from: Data(text[r.upperBound...].utf8))
+        }
+    }
+
+    func stop() {
+        try? stdin.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+struct CallDaemonError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+@Suite(.serialized) struct CallDaemonTests {
+    func status(_ env: CLIEnvironment) async throws -> JSONValue? {
+        let o = try await env.run(["status", "--json"], timeout: .seconds(10))
+        guard o.status == 0 else { return nil }
+        return try? JSONCoding.decode(JSONValue.self, from: Data(o.stdout.utf8))
+    }
+
+    func callPhase(_ env: CLIEnvironment) async throws -> String? { try await status(env)?["call"]?["phase"]?.stringValue }
+
+    /// The loudest sample cv_speaker played while `body` ran (its monitor recorded for `seconds`).
+    func speakerPeak(_ pulse: SoundServerProcess, _ scratch: Scratch, seconds: Double, during body: () async throws -> Void) async throws -> Int {
+        let raw = scratch.sub("monitor-\(UUID().uuidString.prefix(6)).raw")
+        let cmd = "for fd in $(ls /proc/$$/fd); do [ $fd -gt 2 ] && eval \"exec $fd>&-\" 2>/dev/null; done; timeout -s KILL \(seconds) parec -s '\(pulse.server)' -d cv_speaker.monitor --format=s16le --rate=16000 --channels=1 --latency-msec=20 '\(raw)' </dev/null >/dev/null 2>&1 &"
+        #expect(try SoundServerProcess.tool("/bin/bash", ["-c", cmd]) == 0)
+        try await Task.sleep(for: .milliseconds(300))
+        try await body()
+        try await Task.sleep(for: .seconds(seconds))
+        let data = FileManager.default.contents(atPath: raw) ?? Data()
+        var peak = 0
+        data.withUnsafeBytes { b in for s in b.bindMemory(to: Int16.self) { peak = max(peak, abs(Int(s))) } }
+        return peak
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func `talk.start and clawvoice call run whole calls through PulseAudio; BUSY during them; hangup and talk.stop end them`() async throws {
+        var env = try CLIEnvironment()
+        let pulse = try await SoundServerProcess.start(in: env.scratch)
+        defer { pulse.stop() }
+        var c = LoopbackGateway.Configuration()
+        c.auth = .token("call-token")
+        c.autoApprove = true
+        c.calls = .gatewayControl
+        let gateway = LoopbackGateway(configuration: c)
+        try await gateway.start()
+        defer { Task { await gateway.stop() } }
+        var peer = try AiortcPeer()
+        let current = Mutex_Peer(peer)
+        await gateway.setCallMediaEnd { offer in try await current.value.answer(offer) }
+        let origin = try #require(await gateway.callOfferOrigin)
+        try FileManager.default.createDirectory(atPath: env.configHome + "/clawvoice", withIntermediateDirectories: true)
+        try "{talk: {calls: true, callsHttpOrigin: \"\(origin)\", callsIceAddress: \"127.0.0.1\"}}".write(toFile: env.configHome + "/clawvoice/config.json5", atomically: true, encoding: .utf8)
+        env.extra["PULSE_SERVER"] = pulse.server
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "call-token"), "--timeout", "20"], timeout: .seconds(25))
+        #expect(pair.status == 0, "\(pair)")
+        let daemon = try env.spawn(["run"])
+        defer { daemon.signal(SIGTERM) }
+        let up = try await eventually(.seconds(20)) {
+            let s = try await status(env)
+            return s?["sessions"]?["node"]?["state"] == "connected" && s?["sessions"]?["operator"]?["state"] == "connected" && s?["call"]?["phase"] == "idle"
+        }
+        try #require(up, "the daemon did not connect with calls on: \(daemon.stderr)")
+
+        // 1. The agent calls the room: talk.start through node.invoke.
+        let start = try await gateway.invoke(command: "talk.start", paramsJSON: "{}")
+        #expect(start.payload == ["started": true], "\(start)")
+        let connected = try await eventually(.seconds(30)) { try await callPhase(env) == "connected" }
+        try #require(connected, "the call did not connect: \(daemon.stderr)")
+        let record = try #require(await gateway.callRecords.first)
+        #expect(record.params["capabilities"] == ["gateway-control-v1"] && record.params["sessionKey"] == "agent:main:main")
+        let text = try await env.run(["status"])
+        #expect(text.stdout.contains("  call      connected over webrtc"), "\(text)")
+
+        // Push-to-talk is refused while the call holds the room.
+        let once = try await env.run(["ptt", "once"], timeout: .seconds(10))
+        #expect(once.stdout.contains("busy") || once.stderr.contains("BUSY"), "\(once)")
+        let ptt = try await env.run(["ptt", "start"], timeout: .seconds(10))
+        #expect(ptt.status != 0 && ptt.stderr.contains("BUSY"), "\(ptt)")
+
+        // Speech into the microphone reaches the peer; its answer reaches the speaker.
+        let wav = env.scratch.sub("utterance.wav")
+        #expect(try SoundServerProcess.tool("/usr/bin/sox", ["-n", "-r", "16000", "-c", "1", "-b", "16", wav, "synth", "0.9", "sine", "180", "sine", "360", "remix", "-", "vol", "0.4", "pad", "0", "0.6"]) == 0)
+        var played: Int32 = -1
+        let peak = try await speakerPeak(pulse, env.scratch, seconds: 4) {
+            played = try SoundServerProcess.tool("/usr/bin/paplay", ["-s", pulse.server, "-d", "cv_mic", wav])
+        }
+        #expect(played == 0)
+        let stats = await peer.stats()
+        #expect((stats?["heardVoiceMs"]?.intValue ?? 0) >= 300, "the peer heard \(String(describing: stats))")
+        #expect((stats?["playedMs"]?.intValue ?? 0) >= 300, "the peer played \(String(describing: stats))")
+        #expect(peak > 2_000, "the peer's answer reached the speaker (peak \(peak))")
+
+        // `clawvoice hangup`: the call ends, the gateway's session is closed with both keys.
+        let hang = try await env.run(["hangup"])
+        #expect(hang.status == 0 && hang.stdout == "hung up\n", "\(hang)")
+        let closed = try await eventually(.seconds(5)) { await gateway.callRecords.first?.closed == true }
+        #expect(closed)
+        #expect(await gateway.callRecords.first?.closeParams == ["sessionKey": "agent:main:main", "voiceSessionId": .string(record.voiceSessionId)])
+        let idle = try await eventually(.seconds(5)) { try await callPhase(env) == "idle" }
+        #expect(idle)
+        #expect(try await status(env)?["call"]?["lastEnd"]?["cause"] == "hangup")
+        #expect(try await env.run(["hangup"]).stdout == "no call was on\n")
+
+        // 2. `clawvoice call` with a fresh peer (its secret is single-use), ended by the gateway's talk.stop.
+        peer.stop()
+        peer = try AiortcPeer()
+        current.set(peer)
+        let call = try await env.run(["call"])
+        #expect(call.status == 0 && call.stdout.hasPrefix("calling"), "\(call)")
+        let again = try await eventually(.seconds(30)) { try await callPhase(env) == "connected" }
+        #expect(again, "the second call did not connect: \(daemon.stderr)")
+        let stop = try await gateway.invoke(command: "talk.stop", paramsJSON: "{}")
+        #expect(stop.payload == ["stopped": true], "\(stop)")
+        #expect(try await eventually(.seconds(5)) { try await status(env)?["call"]?["lastEnd"]?["cause"] == "talk.stop" })
+        let bad = try await gateway.invoke(command: "talk.start", paramsJSON: "{\"x\":1}")
+        #expect(bad.error?.code == "INVALID_PARAMS" && bad.error?.message.contains("talk.start accepts only {}") == true, "\(bad)")
+
+        // 3. The operator socket lost mid-call ends the call (D5), and the node reconnects.
+        peer.stop()
+        peer = try AiortcPeer()
+        current.set(peer)
+        #expect(try await env.run(["call"]).status == 0)
+        #expect(try await eventually(.seconds(30)) { try await callPhase(env) == "connected" }, "the third call did not connect")
+        await gateway.dropAll()
+        let lost = try await eventually(.seconds(10)) { try await status(env)?["call"]?["lastEnd"]?["cause"] == "operator-lost" }
+        let after = try await status(env)?["call"]
+        #expect(lost, "\(String(describing: after))")
+        #expect(try await eventually(.seconds(20)) { try await status(env)?["sessions"]?["operator"]?["state"] == "connected" })
+        peer.stop()
+    }
+}
+
+/// The peer the gateway's media end answers with (a second call gets a fresh one).
+final class Mutex_Peer: @unchecked Sendable {
+    private var peer: AiortcPeer
+    private let lock = NSLock()
+    init(_ p: AiortcPeer) { peer = p }
+    var value: AiortcPeer { lock.lock(); defer { lock.unlock() }; return peer }
+    func set(_ p: AiortcPeer) { lock.lock(); peer = p; lock.unlock() }
+}
