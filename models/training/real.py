@@ -33,22 +33,42 @@ def half(word, name):
     return zlib.crc32(f"{word}/{name}".encode()) % 2
 
 
-def _decode(path):
-    r = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-ar", "16000", "-"],
-                       capture_output=True, check=True)
+def _samples(path):
+    """Total samples from a FLAC file's STREAMINFO block (16 kHz mono 16-bit is checked)."""
+    with open(path, "rb") as f:
+        head = f.read(42)
+    v = int.from_bytes(head[18:26], "big")
+    if head[:4] != b"fLaC" or v >> 44 != 16000 or ((v >> 41) & 7) != 0 or ((v >> 36) & 31) != 15 or not v & ((1 << 36) - 1):
+        raise SystemExit(f"real.py: {path} is not 16 kHz mono 16-bit FLAC with a sample count")
+    return v & ((1 << 36) - 1)
+
+
+def _decode_all(paths):
+    """One ffmpeg run over all files (concat demuxer): a process per clip is slow on a busy machine."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as lst:
+        lst.write("".join(f"file '{p}'\n" for p in paths))
+    try:
+        r = subprocess.run(["ffmpeg", "-v", "error", "-f", "concat", "-safe", "0", "-i", lst.name, "-f", "s16le",
+                            "-ac", "1", "-ar", "16000", "-"], capture_output=True, check=True)
+    finally:
+        os.remove(lst.name)
     return np.frombuffer(r.stdout, np.int16)
 
 
 def clips(word, cache_dir):
     """[(name, int16 16 kHz)] of one word, sorted by clip number; decoded once into cache_dir."""
     src = os.path.join(real_dir(), word)
-    names = sorted((f for f in os.listdir(src) if f.endswith(".flac")), key=lambda f: int(f.split(".")[0]))
+    names = sorted((f for f in os.listdir(src) if f.endswith(".flac")), key=lambda f: (len(f), f))
     path = os.path.join(cache_dir, f"real-{word}-{len(names)}.npz")
     if not os.path.exists(path):
         os.makedirs(cache_dir, exist_ok=True)
-        arrs = [_decode(os.path.join(src, n)) for n in names]
-        np.savez(path + ".tmp.npz", names=np.array(names), lens=np.array([len(a) for a in arrs]),
-                 audio=np.concatenate(arrs))
+        paths = [os.path.join(src, n) for n in names]
+        lens = np.array([_samples(p) for p in paths])
+        audio = _decode_all(paths)
+        if len(audio) != lens.sum():
+            raise SystemExit(f"real.py: {word}: decoded {len(audio)} samples, the FLAC headers say {lens.sum()}")
+        np.savez(path + ".tmp.npz", names=np.array(names), lens=lens, audio=audio)
         os.replace(path + ".tmp.npz", path)
     with np.load(path) as z:
         offs = np.concatenate([[0], np.cumsum(z["lens"])])
