@@ -70,9 +70,10 @@ def clips(word, cache_dir):
             raise SystemExit(f"real.py: {word}: decoded {len(audio)} samples, the FLAC headers say {lens.sum()}")
         np.savez(path + ".tmp.npz", names=np.array(names), lens=lens, audio=audio)
         os.replace(path + ".tmp.npz", path)
-    with np.load(path) as z:
-        offs = np.concatenate([[0], np.cumsum(z["lens"])])
-        return [(str(n), z["audio"][offs[i]:offs[i + 1]]) for i, n in enumerate(z["names"])]
+    with np.load(path) as z:         # each z[...] reads the array anew: read each once
+        names, lens, audio = z["names"], z["lens"], z["audio"]
+    offs = np.concatenate([[0], np.cumsum(lens)])
+    return [(str(n), audio[offs[i]:offs[i + 1]]) for i, n in enumerate(names)]
 
 
 def negative_words(trigger_stem, exclude=()):
