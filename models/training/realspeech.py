@@ -6,12 +6,12 @@ files in the same run; writes the "Real speech" section of models/EVALUATION.md.
     bash models/training/yardstick.sh        (= make wake-eval-real; make wake-eval runs it too)
 
 The set (built once into eval-real/, seed 2222; real.py reads the clips):
-  positives   every clip of the word, 0.5 s of silence either side, once as recorded and once
+  positives   every clip of the word, 1 s of silence either side, once as recorded and once
               with noise at 10 dB SNR (over the word: speech.speech_bounds), white, pink, brown or
               babble in equal shares (a seeded shuffle); the babble is 3-6 real talkers from the
               clips of smart mirror, snowboy and view glass (words no yardstick head is scored on)
   negatives   (a) flite awb + rms, the 2.06 h stream make wake-eval builds (eval-flite/negatives.wav);
-              (b) real: the other words' clips back to back, as recorded: the other scored word's
+              (b) real: the other words' clips back to back (no gaps), as recorded: the other scored word's
               clips all, and the evaluation half (real.half) of smart mirror, snowboy, view glass,
               whose training half candidate recipe v9 may train on
 A clip counts as heard when a wake for the word lands inside its segment. Our heads run through the
@@ -36,7 +36,7 @@ import speech
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 SR = 16000
-PAD = int(0.5 * SR)
+PAD = int(1.0 * SR)     # 2 s between any two clips' audio: the 2 s refractory never joins two clips
 NOISES = ["white", "pink", "brown", "babble"]
 BABBLE_WORDS = ["smart-mirror", "snowboy", "view-glass"]
 REFRACTORY_MS = 2000
@@ -60,12 +60,12 @@ def read_wav(path):
         return np.frombuffer(w.readframes(w.getnframes()), np.int16)
 
 
-def stream(out, name, clips, noisy=None):
-    """Writes clips back to back, each padded with 0.5 s either side (noise, when given, covers the
-    whole segment); returns [(start_ms, end_ms)] per clip."""
+def stream(out, name, clips, noisy=None, pad=PAD):
+    """Writes clips back to back, each padded with `pad` samples either side (noise, when given,
+    covers the whole segment); returns [(start_ms, end_ms)] per clip."""
     parts, segs, t = [], [], 0
     for i, (_, a) in enumerate(clips):
-        x = np.concatenate([np.zeros(PAD), a.astype(np.float64), np.zeros(PAD)])
+        x = np.concatenate([np.zeros(pad), a.astype(np.float64), np.zeros(pad)])
         if noisy is not None:
             x = noisy(i, a, x)
         segs.append((int(t * 1000 / SR), int((t + len(x)) * 1000 / SR)))
@@ -99,7 +99,7 @@ def build(out, cache, seed):
                                 "clips": len(clips)}
         negs = [(f"{w}/{n}", a) for w in real.WORDS if w != word for n, a in allc[w]
                 if w in real.YARDSTICK or real.half(w, n) == 1]
-        segs = stream(out, f"negatives-real-{word}", negs)
+        segs = stream(out, f"negatives-real-{word}", negs, pad=0)
         meta[f"{word}-realneg"] = {"segments": segs, "clips": len(negs), "seconds": segs[-1][1] / 1000,
                                    "words": sorted({n.split('/')[0] for n, _ in negs})}
         log(f"{word}: {len(clips)} clips (clean, 10 dB); real negatives {len(negs)} clips, {segs[-1][1] / 3.6e6:.2f} h")
@@ -187,13 +187,13 @@ def report(meta, results, seed):
              "(= `swift build -c release` and `bash models/training/yardstick.sh`; `make wake-eval` runs it after the flite "
              "set. The heads are trained into models/training/.cache/yardstick/ when absent, ~25 min each from a clean "
              "cache; the scoring itself takes a few minutes.)", "",
-             f"- positives: every clip ({meta['alexa-clean']['clips']} alexa, {meta['jarvis-clean']['clips']} jarvis), 0.5 s "
-             "of silence either side, once as recorded and once at **10 dB SNR** (over the word) of white, pink, brown or "
+             f"- positives: every clip ({meta['alexa-clean']['clips']} alexa, {meta['jarvis-clean']['clips']} jarvis), 1 s "
+             "of silence either side (so the 2 s refractory never spans two clips), once as recorded and once at **10 dB SNR** (over the word) of white, pink, brown or "
              "babble noise in equal shares; babble: 3–6 real talkers from the smart mirror, snowboy and view glass clips; "
              f"seed {seed}. Missed: no wake for the word inside the clip's segment. Pooled: clean and 10 dB together.",
              "- false wakes per hour: on the flite awb + rms negatives of `make wake-eval` "
              + (f"({results['flite_hours']:.2f} h, held out)" if results["flite_hours"] else "(not built for this run: –)")
-             + ", and on **real** negatives: the other words' clips back to back as "
+             + ", and on **real** negatives: the other words' clips back to back, no gaps, as "
              f"recorded (for alexa {a['clips']} clips, {a['seconds'] / 3600:.2f} h: {', '.join(a['words'])}; for jarvis "
              f"{j['clips']} clips, {j['seconds'] / 3600:.2f} h), the other scored word's clips all and only the evaluation half "
              "(`real.half`) of the three others, since candidate recipe v9 trains on their other half.",
