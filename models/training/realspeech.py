@@ -116,8 +116,20 @@ def detect_swift(binary, heads, word, wav):
     return [json.loads(l)["ms"] for l in r.stdout.splitlines() if l.startswith("{") and '"phrase"' in l]
 
 
-def detect_anchor(kind, wav):
-    """Wake times (ms) of a wheel's alexa model over a WAV, fed in 80 ms chunks as a stream."""
+def detect_anchor(kind, wav, out):
+    """Wake times (ms) of a wheel's alexa model over a WAV, fed in 80 ms chunks as a stream; kept in
+    `out` per file (name, size, time) since neither the wheels nor the file change between runs."""
+    st = os.stat(wav)
+    memo = os.path.join(out, f"anchor-{kind}-{os.path.basename(wav)}-{st.st_size}-{int(st.st_mtime)}.json")
+    if os.path.exists(memo):
+        return json.load(open(memo))
+    wakes = _detect_anchor(kind, wav)
+    with open(memo, "w") as f:
+        json.dump(wakes, f)
+    return wakes
+
+
+def _detect_anchor(kind, wav):
     audio = read_wav(wav)
     out, last = [], -10 ** 9
     if kind == "pymicro":
@@ -305,7 +317,7 @@ def main():
         results["recipes"][args.recipe] = mine
     for kind in ("pymicro", "pyopen"):     # the anchors are run every time: same files, same run
         t0 = time.time()
-        wakes = {k: detect_anchor(kind, f) for k, f in files("alexa").items()}
+        wakes = {k: detect_anchor(kind, f, args.out) for k, f in files("alexa").items()}
         results["anchors"][kind] = score(meta, "alexa", wakes, flite_hours)
         r = results["anchors"][kind]
         log(f"alexa, {kind}: missed {r['missedClean']} + {r['missed10dB']} of 2 x {r['clips']}; false wakes flite "
