@@ -4,11 +4,19 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-# Debian packages the build, the tests and the tools need. Checked one by one; only missing ones are installed.
-APT_PACKAGES := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev ca-certificates python3 python3-venv python3-pip \
-  libpulse-dev libopus-dev libopusenc-dev libopusfile-dev libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev systemd \
-  pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite alsa-utils \
-  libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
+# Debian packages, checked one by one; only missing ones are installed (apt-get; root or sudo).
+# Runtime: what the installed binary uses beyond the libraries the -dev packages below pull in
+# (the .deb's own Depends come from packaging/runtime-depends). Build: the compiler's inputs.
+# Test: the tests' peers, servers and tools, and what `make demo` runs (a private pulseaudio).
+# Package: `make deb` and `make package-test`.
+APT_RUNTIME := ca-certificates espeak-ng-data
+APT_BUILD := pkg-config libssl-dev libwebsockets-dev libsqlite3-dev libpulse-dev libopus-dev libopusenc-dev libopusfile-dev \
+  libmpg123-dev libespeak-ng-dev libspeexdsp-dev libevdev-dev libwebrtc-audio-processing-dev libopenblas-dev libsystemd-dev \
+  libavahi-client-dev
+APT_TEST := python3 python3-venv python3-pip systemd pulseaudio pulseaudio-utils opus-tools ffmpeg espeak-ng sox util-linux flite \
+  alsa-utils avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
+APT_DEMO := pulseaudio pulseaudio-utils
+APT_PACKAGE := dpkg-dev lintian debootstrap espeak-ng python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
@@ -16,7 +24,7 @@ PEER_VENV := tests/peer/.venv
 FUZZ_SECONDS ?= 8
 FUZZ_LONG_RUNS ?= 1000000
 
-.PHONY: build deps test demo peer-test fuzz fuzz-long release clean help soak bench install uninstall install-test
+.PHONY: build deps deps-build deps-demo deps-package deb deb-depends package-test test demo peer-test fuzz fuzz-long release clean help soak bench install uninstall install-test
 
 # make install: PREFIX defaults to ~/.local (sudo make install PREFIX=/usr/local works too).
 # INSTALL_BUILD=debug installs the debug build instead (the install test uses it, to skip a release build).
@@ -35,6 +43,8 @@ help:
 	@echo "make test    install what is missing, build, run every test (unit, integration, peer, fuzz)"
 	@echo "make build   debug build;  make release: optimised build"
 	@echo "make install [PREFIX=~/.local]   the release binary, wake models, systemd user unit, example config; make uninstall"
+	@echo "              (installs only the runtime and build packages: APT_RUNTIME, APT_BUILD; make test adds APT_TEST)"
+	@echo "make deb     the Debian package clawvoice_<version>_<arch>.deb;  make package-test: install and run it in a clean Debian 12 root"
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
@@ -42,22 +52,38 @@ help:
 	@echo 'make wake-eval-real                  the real-speech yardstick: alexa/jarvis heads trained from text on real people, beside two anchors (models/EVALUATION.md)'
 	@echo 'make voice-model                     retrain the endpointer voice detector, models/voice.json (about 25 min)'
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "make: installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+# $(call apt_ensure,PACKAGES): install those of PACKAGES that are missing.
+define apt_ensure
+@missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "make: installing Debian packages:$$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
 
-build: deps
+# Everything: runtime, build and test (make test, make bench).
+deps:
+	$(call apt_ensure,$(APT_RUNTIME) $(APT_BUILD) $(APT_TEST))
+
+# What building and running need, nothing for the tests (make build, make release, make install).
+deps-build:
+	$(call apt_ensure,$(APT_RUNTIME) $(APT_BUILD))
+
+deps-demo:
+	$(call apt_ensure,$(APT_RUNTIME) $(APT_BUILD) $(APT_DEMO))
+
+deps-package:
+	$(call apt_ensure,$(APT_RUNTIME) $(APT_BUILD) $(APT_PACKAGE))
+
+build: deps-build
 	swift build $(SWIFT_FLAGS)
 
-release: deps
+release: deps-build
 	swift build -c release $(SWIFT_FLAGS)
 
-demo: build
+demo: deps-demo build
 	swift run $(SWIFT_FLAGS) clawvoice demo
 
 $(PEER_VENV)/.ready: tests/peer/requirements.txt
@@ -65,14 +91,14 @@ $(PEER_VENV)/.ready: tests/peer/requirements.txt
 	$(PEER_VENV)/bin/pip install -q --disable-pip-version-check -r tests/peer/requirements.txt
 	touch $@
 
-peer-test: build $(PEER_VENV)/.ready
+peer-test: deps build $(PEER_VENV)/.ready
 	$(PEER_VENV)/bin/python tests/peer/handshake_peer.py "$$(swift build $(SWIFT_FLAGS) --show-bin-path)/clawvoice"
 
-fuzz: deps
+fuzz: deps-build
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Every fuzz target for FUZZ_LONG_RUNS inputs each (the README's figures); long, so niced.
-fuzz-long: deps
+# Every fuzz target for FUZZ_LONG_RUNS inputs each (docs/hardening.md's figures); long, so niced.
+fuzz-long: deps-build
 	nice -n 10 bash fuzz/run.sh --runs $(FUZZ_LONG_RUNS)
 
 # The Swift test run goes last so its summary closes the output. Audio tests run against
@@ -86,12 +112,14 @@ test: deps $(PEER_VENV)/.ready
 	@echo "make test: built at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
+	bash tests/install/packages-test.sh
+	bash tests/install/readme-test.sh
 	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
 	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) $(SWIFT_FLAGS)
 
 # The binary finds its models in ../share/clawvoice/models from its own real path; the unit
 # runs the installed binary. `clawvoice service install` then enables it.
-install: deps
+install: deps-build
 	swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS)
 	@bin="$$(swift build -c $(INSTALL_BUILD) $(SWIFT_FLAGS) --show-bin-path)/clawvoice"; set -e; \
 	install -D -m 0755 "$$bin" "$(DESTDIR)$(BINDIR)/clawvoice"; \
@@ -110,8 +138,20 @@ uninstall:
 
 # make install into a temp PREFIX: layout, the installed binary finds its models, systemd-analyze
 # verify accepts the unit, make uninstall leaves nothing.
-install-test: build
+install-test: deps build
 	bash tests/install/install-test.sh
+
+# The Debian package: clawvoice_<version>_<arch>.deb here (packaging/build-deb.sh, docs/packaging.md).
+deb: deps-package
+	bash packaging/build-deb.sh
+
+# Rewrite packaging/runtime-depends from what the release binary links (make deb checks it).
+deb-depends: deps-package
+	bash packaging/build-deb.sh --update-depends
+
+# The .deb installed into a clean Debian 12 root made by debootstrap, then run there (needs root).
+package-test: deb
+	bash tests/package/package-test.sh
 
 bench: deps
 	swift run -c release $(SWIFT_FLAGS) clawvoice-bench
@@ -123,5 +163,9 @@ soak: deps
 
 include models/training/Makefile.fragment
 
+# make print-APT_BUILD and the like: a variable's value (tests/install/packages-test.sh reads the lists).
+print-%:
+	@echo '$($*)'
+
 clean:
-	rm -rf .build $(PEER_VENV)
+	rm -rf .build $(PEER_VENV) clawvoice_*.deb

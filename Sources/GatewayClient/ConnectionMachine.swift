@@ -81,6 +81,9 @@ public enum ConnectionEvent: Sendable, Equatable {
     case socketFailed(message: String, permanent: Bool)
     /// This attempt cannot start yet (the operator role waits for the node's token handoff).
     case deferred(reason: String)
+    /// This attempt cannot start at all until a person acts (e.g. a setup code that handed over
+    /// no operator token): pause with this problem.
+    case blocked(ConnectionProblem)
     /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs`.
     case poll
 }
@@ -95,6 +98,9 @@ public enum ConnectionAction: Sendable, Equatable {
     case pairingRequired(PairingRequest)
     case retry(afterMs: Int64, reason: String)
     case paused(ConnectionProblem)
+    /// A rejection that is retried with backoff but that a person should hear about as what it
+    /// is (OPERATOR_ACCESS_DENIED); the `retry` that follows carries on as usual.
+    case refused(ConnectionProblem)
     /// The machine saw no event for this long: the process did not run, and the deadlines moved by as much.
     case clientStalled(ms: Int64)
 }
@@ -132,7 +138,8 @@ public struct ConnectionMachine: Sendable {
     /// socket, with a fresh challenge and signature) offers 3…3. Cleared when a session ends, so
     /// the following reconnect offers the full range again and an upgraded gateway gets v4.
     public private(set) var protocolFallback = false
-    /// Whether this role may fall back to protocol 3 (nodes only: operators need 4).
+    /// Whether this session may fall back to protocol 3. Both roles do since issue 26: on a
+    /// released-v3 gateway an operator session with less is better than none.
     public var allowsLegacyProtocol = true
     public private(set) var tickIntervalMs: Int64
     public var timing: ConnectionTiming
@@ -245,6 +252,12 @@ public struct ConnectionMachine: Sendable {
         case (.deferred, _):
             return []
 
+        case (.blocked(let problem), .opening):
+            phase = .paused(problem)
+            return [.paused(problem)]
+        case (.blocked, _):
+            return []
+
         case (.poll, _):
             let stalled = skipStall(nowMs).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
             return stalled + handlePoll(nowMs: nowMs, random: random)
@@ -335,6 +348,16 @@ public struct ConnectionMachine: Sendable {
             return [.closeSocket(code: 1000, reason: "pairing pending"), .pairingRequired(request)]
                 + wait(delay, nowMs: nowMs, reason: "waiting for pairing approval", pairing: true)
         }
+        if detail == "OPERATOR_ACCESS_DENIED" || error.code == "OPERATOR_ACCESS_DENIED" {
+            // D9 (auth.md @0711ee47): signed in, but the gateway's operator access policy grants
+            // nothing yet. Not a credential problem: keep retrying with backoff, so access granted
+            // later applies without anyone touching this device.
+            let problem = ConnectionProblem(code: "OPERATOR_ACCESS_DENIED",
+                                            summary: "the gateway's access policy grants this device nothing yet (OPERATOR_ACCESS_DENIED)",
+                                            nextStep: "grant this device operator access in the gateway's access policy; clawvoice keeps retrying and picks it up by itself")
+            return [.closeSocket(code: 1000, reason: "access denied"), .refused(problem)]
+                + retryWithBackoff(nowMs: nowMs, random: random, reason: problem.summary)
+        }
         switch detail {
         case "AUTH_DEVICE_TOKEN_MISMATCH":
             // The stored token was revoked or rotated: forget it, then fall back to shared credentials or pairing.
@@ -379,13 +402,13 @@ public struct ConnectionMachine: Sendable {
         }
         switch detail {
         case "AUTH_TOKEN_MISSING", "AUTH_REQUIRED":
-            return p("the gateway requires a token", "pair again with `clawvoice pair --url URL --token TOKEN` (the gateway's auth token) or a setup code")
+            return p("the gateway requires a token", "pair again with `clawvoice pair --url URL --token-file FILE` (the gateway's auth token) or a setup code")
         case "AUTH_TOKEN_MISMATCH":
             return p("the gateway rejected the shared token", "set the right token (`gateway.token` or CLAWVOICE_GATEWAY_TOKEN) or pair again with a setup code")
         case "AUTH_TOKEN_NOT_CONFIGURED":
             return p("the gateway has no shared token configured", "pair with a setup code (`openclaw qr` on the gateway host) or use --password")
         case "AUTH_PASSWORD_MISSING", "AUTH_PASSWORD_MISMATCH", "AUTH_PASSWORD_NOT_CONFIGURED":
-            return p("the gateway rejected the password (\(detail))", "pair again with `clawvoice pair --url URL --password PASSWORD`")
+            return p("the gateway rejected the password (\(detail))", "pair again with `clawvoice pair --url URL --password-file FILE`")
         case "AUTH_BOOTSTRAP_TOKEN_INVALID":
             return p("the setup code was already used or has expired", "make a new one with `openclaw qr` on the gateway host and run `clawvoice pair CODE`")
         case "AUTH_SCOPE_MISMATCH":

@@ -28,13 +28,19 @@ public actor GatewaySession {
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
     private var pending: [String: PendingResponse] = [:]
-    private var invokes: [String: Task<Void, Never>] = [:]
+    /// Running invokes: their task, and the signal that tells the handler why it was cancelled.
+    private var invokes: [String: (task: Task<Void, Never>, signal: InvokeSignal)] = [:]
     private var pollTask: Task<Void, Never>?
     private var hello: HelloOk?
     private var connectedAtMs: Int64?
     private(set) var status: SessionStatus
     private var connectedWaiters: [CheckedContinuation<Void, Never>] = []
     private var lastSeq: Int64?
+    /// The operator's default Talk target for this connection; nil until resolved.
+    private var talkResolution: TalkTargetResolution?
+    private var targetPending = false
+    /// A retried rejection to name in the waiting status that follows (OPERATOR_ACCESS_DENIED).
+    private var notice: ConnectionProblem?
 
     public init(role: SessionRole, endpoint: GatewayEndpoint, credentials: GatewayCredentials, identity: DeviceIdentity,
                 instanceId: String, store: ClawStore, options: SessionOptions, commands: NodeCommandRegistry? = nil,
@@ -51,8 +57,8 @@ public actor GatewaySession {
         self.log = log
         self.onStatus = onStatus
         self.onEvent = onEvent
+        // Both roles fall back to 3…3 on a released-v3 gateway (issue 26).
         self.machine = ConnectionMachine(timing: options.timing)
-        self.machine.allowsLegacyProtocol = role == .node
         self.epoch = clock.now
         self.status = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .stopped, detail: "not started")
     }
@@ -96,6 +102,14 @@ public actor GatewaySession {
 
     public func currentStatus() -> SessionStatus { status }
     public func currentHello() -> HelloOk? { hello }
+    /// The operator's default Talk target, as resolved on this connection (nil: not yet, or the node).
+    public func talkTarget() -> TalkTargetResolution? { targetPending ? nil : talkResolution }
+    /// The session the node names when none was chosen: the resolved Talk target, else hello-ok's
+    /// main session; nil while the target is being resolved or when not connected.
+    public func defaultSessionKey() -> String? {
+        guard let hello, !targetPending else { return nil }
+        return talkResolution?.target?.sessionKey ?? hello.mainSessionKey
+    }
     public var isConnected: Bool { machine.phase == .connected }
 
     /// Waits until the session is connected, paused or stopped, or the timeout passes.
@@ -193,8 +207,18 @@ public actor GatewaySession {
                 try? store.deleteToken(gateway: endpoint.name, role: role.rawValue)
             case .pairingRequired(let req):
                 pairingRequired(req)
+            case .refused(let problem):
+                if status.code != problem.code { log.log(.warning, component, "\(problem.summary); \(problem.nextStep)") }
+                notice = problem
             case .retry(let ms, let reason):
-                if machine.isPairing || status.state == .pairing {
+                if let n = notice {
+                    notice = nil
+                    var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .waiting,
+                                          detail: "\(n.summary); retrying in \(formatSeconds(ms))")
+                    s.code = n.code
+                    s.nextStep = n.nextStep
+                    publish(s)
+                } else if machine.isPairing || status.state == .pairing {
                     // Stay quiet while waiting for approval: the request id was already shown.
                     log.log(.debug, component, "pairing: next try in \(formatSeconds(ms))")
                 } else {
@@ -219,6 +243,16 @@ public actor GatewaySession {
         if role == .operator, credentials.sharedToken == nil, credentials.password == nil,
            (try? store.token(gateway: endpoint.name, role: role.rawValue)) == nil {
             if credentials.bootstrapToken != nil {
+                if (try? store.gateway(named: endpoint.name))?.bootstrapToken == nil,
+                   (try? store.token(gateway: endpoint.name, role: SessionRole.node.rawValue)) != nil {
+                    // The node redeemed the code and no operator token came with it: waiting cannot help.
+                    perform(machine.handle(.blocked(ConnectionProblem(
+                        code: "NO_OPERATOR_TOKEN",
+                        summary: "the setup code paired the node only: the gateway handed over no operator token",
+                        nextStep: "add the operator role with `clawvoice pair --url \(endpoint.url) --token-file FILE` (the gateway's shared token), or use a setup code from a gateway that includes operator access")),
+                                               nowMs: nowMs))
+                    return
+                }
                 // The setup code is single-use and belongs to the node; its handoff brings the operator token.
                 setStatus(.pairing, "waiting for the node session to finish pairing")
                 perform(machine.handle(.deferred(reason: "waiting for node pairing"), nowMs: nowMs))
@@ -344,14 +378,52 @@ public actor GatewaySession {
             try? store.clearBootstrapToken(gateway: endpoint.name)
             credentials.bootstrapToken = nil
         }
-        if let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
         forgetSharedSecretIfDone()
         log.log(.info, component, "connected (gateway \(h.serverVersion), protocol \(h.protocolVersion), tick \(formatSeconds(Int64(h.tickIntervalMs))))")
+        talkResolution = nil
+        notice = nil
+        guard role == .operator, options.resolveTalkTarget else {
+            targetPending = false
+            if !options.resolveTalkTarget, let key = h.mainSessionKey { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+            publishConnected(h)
+            return
+        }
+        // The default Talk target first (issue 26, D2), so "connected" comes with the session
+        // turns will name. A gateway without talk.config (or that refuses it) leaves the defaults.
+        targetPending = true
+        let asks = h.methods.isEmpty || h.methods.contains("talk.config")
+        let answer = asks ? try? send("talk.config", params: ["includeSecrets": false], timeoutMs: 5_000) : nil
+        let gen = generation
+        Task { [weak self] in
+            let config = try? await answer?.value()
+            await self?.finishTalkTarget(h, config: config, generation: gen)
+        }
+    }
+
+    private func finishTalkTarget(_ h: HelloOk, config: JSONValue?, generation gen: Int) {
+        guard gen == generation, machine.phase == .connected else { return }
+        let r = TalkTarget.resolve(talkConfig: config, mainSessionKey: h.mainSessionKey, capabilities: h.capabilities)
+        talkResolution = r
+        targetPending = false
+        switch r {
+        case .resolved(let t):
+            log.log(.info, component, "Talk target \(t.sessionKey) (from \(t.source.rawValue)\(t.gatewayTakesAgentId ? ", gateway takes agentId" : ""))")
+        case .invalid(let why):
+            log.log(.warning, component, "Talk target: \(why); turns go to the gateway's main session \(h.mainSessionKey ?? "main")")
+        }
+        if let key = defaultSessionKey() { try? store.setMainSessionKey(gateway: endpoint.name, key: key) }
+        publishConnected(h)
+    }
+
+    private func publishConnected(_ h: HelloOk) {
         var s = SessionStatus(role: role.rawValue, gateway: endpoint.name, state: .connected,
-                              detail: "connected to \(endpoint.url)")
+                              detail: "connected to \(endpoint.url)\(h.protocolVersion == 3 ? " (protocol 3, degraded)" : "")")
         s.serverVersion = h.serverVersion
-        s.mainSessionKey = h.mainSessionKey
+        s.mainSessionKey = defaultSessionKey()
         s.connectedAtMs = connectedAtMs
+        s.protocolVersion = h.protocolVersion
+        let limits = SessionLimits.lines(role: role, hello: h, target: talkTarget())
+        s.limits = limits.isEmpty ? nil : limits
         publish(s)
     }
 
@@ -416,7 +488,7 @@ public actor GatewaySession {
     }
 
     private func cancelInvokes() {
-        for (_, t) in invokes { t.cancel() }
+        for (_, i) in invokes { i.signal.end(.disconnected); i.task.cancel() }
         invokes.removeAll()
     }
 
@@ -507,9 +579,10 @@ public actor GatewaySession {
             case GatewayEvent.nodeInvokeRequest where role == .node:
                 invoke(e.payload, generation: gen)
             case GatewayEvent.nodeInvokeCancel where role == .node:
-                if let c = NodeInvokeCancel(payload: e.payload), let task = invokes.removeValue(forKey: c.invokeId) {
+                if let c = NodeInvokeCancel(payload: e.payload), let running = invokes.removeValue(forKey: c.invokeId) {
                     log.log(.info, component, "invoke \(c.invokeId) cancelled by the gateway")
-                    task.cancel()
+                    running.signal.end(.cancelled)
+                    running.task.cancel()
                 }
             default:
                 onEvent(e)
@@ -543,29 +616,22 @@ public actor GatewaySession {
                                            error: NodeInvokeError(code: .invalidRequest, message: "no commands"))))), generation: gen)
             return
         }
-        let timeoutMs = request.timeoutMs ?? 30_000
+        // The answer leaves when the timeout says, not when the handler stops (InvokeLatch).
+        let signal = InvokeSignal()
         let task = Task { [weak self] in
-            let result: NodeInvokeResult = await withTaskGroup(of: NodeInvokeResult?.self) { group in
-                group.addTask { await commands.handle(request, nodeId: nodeId) }
-                if timeoutMs > 0 {
-                    group.addTask {
-                        try? await Task.sleep(for: .milliseconds(min(timeoutMs, Int64(Int32.max))))
-                        return Task.isCancelled ? nil : .failure(id: request.id, nodeId: nodeId,
-                            error: NodeInvokeError(code: .unavailable, message: "node invoke timed out"))
-                    }
-                }
-                var first: NodeInvokeResult?
-                for await r in group { if let r { first = r; break } }
-                group.cancelAll()
-                return first ?? .failure(id: request.id, nodeId: nodeId, error: NodeInvokeError(code: .unavailable, message: "invoke cancelled"))
-            }
-            await self?.finishInvoke(request, result, generation: gen)
+            await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
+                                  handler: { await commands.handle(request, nodeId: nodeId) },
+                                  answer: { [weak self] in await self?.finishInvoke(request, $0, generation: gen) })
+            await self?.invokeStopped(request.id, signal)
         }
-        invokes[request.id] = task
+        invokes[request.id] = (task, signal)
+    }
+
+    private func invokeStopped(_ id: String, _ signal: InvokeSignal) {
+        if invokes[id]?.signal === signal { invokes.removeValue(forKey: id) }
     }
 
     private func finishInvoke(_ request: NodeInvokeRequest, _ result: NodeInvokeResult, generation gen: Int) {
-        invokes.removeValue(forKey: request.id)
         if !result.ok { log.log(.info, component, "\(request.command) → \(result.error?.message ?? "failed")") }
         // Results go back only on the socket that received the request; a replaced socket's work is dropped.
         guard let params = try? JSONValue(encoding: result) else { return }

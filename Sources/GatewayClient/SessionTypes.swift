@@ -49,6 +49,9 @@ public struct SessionOptions: Sendable {
     public var requestTimeoutMs: Int64 = 15_000
     public var maxMessageBytes: Int = 16 << 20
     public var pingIntervalSeconds: Int = 15
+    /// Operator: resolve the default Talk target from `talk.config` after each connect (issue
+    /// 26, D2) before reporting the session connected. Off: hello-ok's main session, as before.
+    public var resolveTalkTarget = true
     /// Keep the shared gateway token/password in the store after both roles signed in with
     /// their device tokens (config `gateway.keepSharedSecret`). Off: they are removed.
     public var keepSharedSecret = false
@@ -75,8 +78,16 @@ public struct SessionStatus: Sendable, Equatable, Codable, Error {
     public var requestId: String?
     public var nextStep: String?
     public var serverVersion: String?
+    /// The session the node names by default: the resolved Talk target on the operator
+    /// (TalkTarget), hello-ok's main session on the node.
     public var mainSessionKey: String?
     public var connectedAtMs: Int64?
+    /// The problem code behind a waiting or paused state (`OPERATOR_ACCESS_DENIED`, …).
+    public var code: String?
+    /// The protocol the connected session speaks.
+    public var protocolVersion: Int?
+    /// What this session cannot do on this gateway (SessionLimits), one line each.
+    public var limits: [String]?
 
     public init(role: String, gateway: String, state: State, detail: String) {
         self.role = role

@@ -117,9 +117,11 @@ public struct ConnectParams: Sendable, Equatable, Codable {
 
     /// The protocol range a role asks for first: nodes may still speak the legacy v3, so a node
     /// offers 3…4 in one connect (accepted by v4 gateways and by released v3 ones, as the ESP32
-    /// node does). `protocolFallback` is the 3…3 retry after a released-v3 mismatch answer.
+    /// node does); an operator offers exactly 4 (current gateways refuse 3 to operators).
+    /// `protocolFallback` is the 3…3 retry after a released-v3 mismatch answer, for either role
+    /// (issue 26: a protocol-3 gateway still gets an operator session, degraded).
     public static func protocolRange(for role: SessionRole, protocolFallback: Bool = false) -> ClosedRange<Int> {
-        if protocolFallback && role == .node { return 3...3 }
+        if protocolFallback { return 3...3 }
         return role == .node ? 3...4 : 4...4
     }
 
@@ -153,6 +155,8 @@ public struct HelloOk: Sendable, Equatable {
     public var connId: String
     public var methods: [String]
     public var events: [String]
+    /// `features.capabilities` (e.g. `talk-session-target-v1`); empty when not stated.
+    public var capabilities: [String]
     public var mainSessionKey: String?
     public var auth: Auth
     public var maxPayload: Int
@@ -178,6 +182,7 @@ public struct HelloOk: Sendable, Equatable {
         connId = p["server"]?["connId"]?.stringValue ?? ""
         methods = p["features"]?["methods"]?.arrayValue?.compactMap(\.stringValue) ?? []
         events = p["features"]?["events"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        capabilities = p["features"]?["capabilities"]?.arrayValue?.compactMap(\.stringValue) ?? []
         mainSessionKey = p["snapshot"]?["sessionDefaults"]?["mainSessionKey"]?.stringValue
         let handoff = (auth?["deviceTokens"]?.arrayValue ?? []).compactMap { t -> HandoffToken? in
             guard let tok = t["deviceToken"]?.stringValue, let r = t["role"]?.stringValue else { return nil }

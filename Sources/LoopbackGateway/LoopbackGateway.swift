@@ -20,6 +20,9 @@ public actor LoopbackGateway {
         public var auth: AuthMode = .token("loopback-shared-token")
         /// Approve pairing requests at once (the demo); tests approve explicitly.
         public var autoApprove = false
+        /// Whether a setup code's bootstrap pairing hands over an operator token too (newer
+        /// gateways); false is a gateway whose codes pair the node only.
+        public var bootstrapHandsOverOperator = true
         public var tickIntervalMs = 15_000
         public var mainSessionKey = "agent:main:main"
         public var port = 0
@@ -50,8 +53,22 @@ public actor LoopbackGateway {
         public var silenceTimeoutMs: Int? = nil
         /// tts.speak has no format parameter; this is what it returns.
         public var ttsSpeakFormat = "wav"
+        /// `talk.config`'s `talk.agentId` (nil: absent) and `session.mainKey` (D2).
+        public var talkAgentId: String? = nil
+        public var talkMainKey = "main"
+        /// hello-ok's `features.capabilities` (e.g. `talk-session-target-v1`); empty: the key is absent.
+        public var capabilities: [String] = []
+        /// A multi-agent gateway: a talk.* `sessionKey` that is the bare "main" has no owner and
+        /// is refused (D2, openclaw/openclaw#133958).
+        public var multiAgentTalk = false
+        /// Which `chat` deltas carry the cumulative `message` (D3).
+        public var deltaSnapshots: DeltaSnapshots = .every
         public init() {}
     }
+
+    /// D3: today's gateways put the cumulative `message` on every delta; the newest protocol
+    /// docs put it only on the first text frame of a run, later ones carry only `deltaText`.
+    public enum DeltaSnapshots: Sendable, Equatable { case every, firstOnly }
 
     /// The protocol the gateway speaks and how it refuses a range it cannot serve.
     public enum ProtocolMode: Sendable, Equatable {
@@ -147,6 +164,7 @@ public actor LoopbackGateway {
     private var forcedConnectErrors: [ErrorShape] = []
     private var startingConnects = 0
     private var startingRetryAfterMs: Int64 = 0
+    var deniedOperatorConnects = 0
     private let log: @Sendable (String) -> Void
 
     public init(configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }) {
@@ -625,10 +643,12 @@ public actor LoopbackGateway {
             // The node-pairing profile for node-host: approve the node and hand over an operator token too.
             bootstrapTokens.remove(auth.bootstrapToken!)
             devices[device.id]!.roles["node"] = []
-            devices[device.id]!.roles["operator"] = ["operator.read", "operator.write", "operator.talk"]
-            let opToken = issueToken(device.id, role: "operator")
-            deviceTokens.append(["deviceToken": .string(opToken), "role": "operator",
-                                 "scopes": ["operator.read", "operator.write", "operator.talk"], "issuedAtMs": .number(Double(now))])
+            if configuration.bootstrapHandsOverOperator {
+                devices[device.id]!.roles["operator"] = ["operator.read", "operator.write", "operator.talk"]
+                let opToken = issueToken(device.id, role: "operator")
+                deviceTokens.append(["deviceToken": .string(opToken), "role": "operator",
+                                     "scopes": ["operator.read", "operator.write", "operator.talk"], "issuedAtMs": .number(Double(now))])
+            }
         }
         if known!.platform != p.client.platform || known!.deviceFamily != (p.client.deviceFamily ?? "") {
             pairingRequired(req, conn, deviceId: device.id, role: p.role, scopes: p.scopes, reason: "metadata-upgrade")
@@ -644,6 +664,10 @@ public actor LoopbackGateway {
                 return
             }
         }
+        if let refusal = accessPolicyRefusal(role: p.role) {
+            reject(req, conn, refusal)
+            return
+        }
         let token = devices[device.id]!.tokens[p.role] ?? issueToken(device.id, role: p.role)
         var c = conn
         c.helloDone = true
@@ -657,7 +681,7 @@ public actor LoopbackGateway {
         let hello: JSONValue = [
             "type": "hello-ok", "protocol": .number(Double(helloProtocol)),
             "server": ["version": "loopback-1", "connId": .string("conn-\(conn.id.raw)")],
-            "features": ["methods": .array(advertisedMethods.map { .string($0) }), "events": ["tick", "chat", "node.invoke.request", "voicewake.changed", "voicewake.routing.changed"]],
+            "features": features,
             "snapshot": ["presence": [], "health": [:], "stateVersion": ["presence": 1, "health": 1],
                          "uptimeMs": .number(Double(Int64(Date().timeIntervalSince(startedAt) * 1000))),
                          "sessionDefaults": ["defaultAgentId": "main", "mainKey": "main", "mainSessionKey": .string(configuration.mainSessionKey)],

@@ -175,7 +175,10 @@ extension LoopbackGateway {
             sent += delta
             index += chunk
             try? await Task.sleep(for: .milliseconds(delayMs))
-            chatEvent(ChatEvent(runId: runId, sessionKey: sessionKey, seq: seq, state: .delta, deltaText: delta, messageText: sent))
+            // D3: with `.firstOnly` only the run's first text frame carries the snapshot.
+            let snapshot = configuration.deltaSnapshots == .every || seq == 0
+            chatEvent(ChatEvent(runId: runId, sessionKey: sessionKey, seq: seq, state: .delta, deltaText: delta,
+                                messageText: snapshot ? sent : nil))
             seq += 1
         }
         finishedRuns.insert(runId)

@@ -65,15 +65,21 @@ extension LoopbackGateway {
         switch req.method {
         case "talk.session.create", "talk.session.appendAudio", "talk.session.close":
             guard configuration.relay != .disabled else { return false }
+            if let e = schemaRefusal(req.method, p) ?? ownerRefusal(p) {
+                fail(req.id, e, to: conn.id)
+                return true
+            }
             relayMethod(req, p, conn)
             return true
         case "talk.speak", "tts.speak":
             speakMethod(req, p, conn)
             return true
         case "talk.config":
-            var talk: [String: JSONValue] = ["interruptOnSpeech": true, "provider": "loopback-espeak"]
-            if let ms = configuration.silenceTimeoutMs { talk["silenceTimeoutMs"] = .number(Double(ms)) }
-            reply(req.id, ["config": ["talk": .object(talk), "session": ["mainKey": "main"]]], to: conn.id)
+            if let e = schemaRefusal(req.method, p) {
+                fail(req.id, e, to: conn.id)
+                return true
+            }
+            reply(req.id, talkConfigPayload, to: conn.id)
             return true
         default:
             return false

@@ -32,6 +32,9 @@ public enum CLI {
                 details: """
                 A setup code comes from `openclaw qr --setup-code-only` on the gateway host (with or without the
                 oc-pair:// prefix). Its routes are probed in order and the first that answers is saved.
+                An address where no gateway answers ends within seconds with one line saying what was tried
+                and what to fix; nothing is stored until a gateway has answered. A running daemon is told
+                to use the new pairing at once.
                 Without a code, give the gateway URL and its shared token or password.
                 With neither, pair looks for gateways as `clawvoice discover` does (local. and
                 discovery.wideAreaDomain, for discovery.timeoutMs): one found is used (and said so); several are
@@ -48,8 +51,8 @@ public enum CLI {
                   --token -                 read it from standard input (asked for, not echoed, on a terminal)
                   --password-file FILE      read the gateway's password from FILE
                   --password -              read it from standard input (asked for, not echoed, on a terminal)
-                  --token TOKEN, --password PASSWORD   also work, but other local users see them in `ps`
-                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD.
+                Environment: CLAWVOICE_GATEWAY_TOKEN, CLAWVOICE_GATEWAY_PASSWORD. A secret is never given as a
+                value on the command line (`--token VALUE` is refused): other local users would see it in `ps`.
                   --name NAME               what to call this gateway locally (default: its host); without a code
                                             or URL: the discovered gateway to pair with
                   --domain DOMAIN           also browse this wide-area DNS-SD domain (besides discovery.wideAreaDomain)
@@ -79,23 +82,30 @@ public enum CLI {
         Command(name: "run", abstract: "Run the node daemon: keep both sessions to the active gateway up.",
                 usage: "clawvoice run",
                 details: """
-                Connects as node and operator to the active gateway (the config's gateway.url, or the last one
-                paired), reconnects with backoff, and serves `clawvoice status` on the control socket.
-                Stops on SIGINT or SIGTERM. config/clawvoice.service runs it as a systemd user service.
+                The node itself, in the foreground: connects as node and operator to the active gateway
+                (`clawvoice gateways` marks it with *; the config's gateway.url takes its place), reconnects
+                with backoff, listens for push-to-talk and wake words, sends turns through the outbox, speaks
+                replies, and answers the other commands (status, ptt, stop, mute, volume, events, say, session)
+                on its control socket. Logs go to stderr, one line each.
+                SIGINT or SIGTERM stop it (queued turns stay in the outbox); SIGHUP reloads the config file.
+                `clawvoice service install` runs it as a systemd user service instead.
                 """, flags: [:], maxPositionals: 0),
         Command(name: "status", abstract: "Show the daemon's connection state per role.",
                 usage: "clawvoice status [--json]",
                 details: "Asks the running daemon over its control socket.\n\nOptions:\n  --json   print the full status as JSON",
                 flags: ["--json": false], maxPositionals: 0),
         Command(name: "ptt", abstract: "Push-to-talk through the running daemon: start, stop, cancel or once.",
-                usage: "clawvoice ptt start|stop|cancel|once",
+                usage: "clawvoice ptt start|stop|cancel|once [--json]",
                 details: """
                 The same four actions the gateway can invoke as talk.ptt.*:
                   start    open the microphone (again: returns the same capture id)
-                  stop     end the capture and send it; prints {captureId, transcript?, status}
+                  stop     end the capture and send it; prints the capture id, its status and transcript
                   cancel   drop the capture
                   once     capture until you stop talking (or 12 s), then send it
                 Status is one of queued, empty, idle, cancelled, busy, not_queued.
+
+                Options:
+                  --json   print the result as JSON: {captureId, transcript?, status}
                 """, flags: ["--json": false], maxPositionals: 1),
         Command(name: "stop", abstract: "Stop speaking now, as talking over the assistant would.",
                 usage: "clawvoice stop",
@@ -133,6 +143,7 @@ public enum CLI {
                 The config can run a command on each: events: { wake: "led on", listeningStopped: "led off" },
                 with CLAWVOICE_EVENT, CLAWVOICE_TS and each field as CLAWVOICE_<FIELD> (captureId →
                 CLAWVOICE_CAPTURE_ID) in its environment, as wyoming-satellite's --*-command flags do.
+                When the daemon stops or restarts, events says so on stderr and exits 1: a script can start it again.
 
                 Options:
                   --filter NAMES   only these events (comma-separated)
@@ -165,22 +176,40 @@ public enum CLI {
                        clawvoice wake listen [--source NAME] [--seconds N] [--phrases a,b] [--sensitivity 0..1] [--models DIR]
                 """,
                 details: """
-                detect prints one JSON line per detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
-                --scores also prints every step's scores (every 30 ms), for threshold sweeps.
-                listen captures from the microphone (PulseAudio; --source, else audio.source, else the
-                default source) and prints each phrase's highest score four times a second, a star at or
-                over its threshold, plus the same JSON line per detection. Ctrl-C (or --seconds) ends it.
-                It runs beside the daemon; try it to see how far away and how loud a wake still works.
+                detect reads a 16-bit PCM WAV (8-192 kHz, mono or stereo) and prints one JSON line per
+                detection: {"phrase":"openclaw","ms":1234,"score":0.97}.
+                listen captures from the microphone (PulseAudio), beside the daemon, and four times a second
+                shows the input level and each phrase's highest score, a star at or over its threshold: on a
+                terminal as a live bar redrawn in place, elsewhere as plain lines such as
+                  level  -31 dBFS  openclaw 0.02  claude 0.91 *
+                Each detection is the same JSON line as detect's. Ctrl-C (or --seconds) ends it.
+                Try it to see how far away and how loud a wake still works.
                 Phrases default to the gateway's defaults (openclaw, claude, computer); a phrase without a
                 trained model is named with the command that trains it: make wake-model TRIGGER="phrase".
-                Models come from --models, CLAWVOICE_MODELS_DIR, or the models/ folder beside the build.
-                --sensitivity: 0.5 uses each model's trained threshold; higher wakes more easily.
+
+                Options:
+                  --input FILE.wav     detect: the recording to check
+                  --scores             detect: also print every step's scores (every 80 ms), for threshold sweeps
+                  --source NAME        listen: the PulseAudio source (default audio.source, else the default source)
+                  --seconds N          listen: stop after N seconds
+                  --phrases a,b        only these phrases
+                  --sensitivity 0..1   0.5 uses each model's trained threshold; higher wakes more easily
+                  --models DIR         where models are (default wake.modelsDirectory, CLAWVOICE_MODELS_DIR,
+                                       share/clawvoice/models beside the binary, or models/ beside the build)
                 """, flags: ["--input": true, "--phrases": true, "--scores": false, "--sensitivity": true, "--models": true,
                              "--source": true, "--seconds": true],
                 maxPositionals: 1),
         Command(name: "gateways", abstract: "List paired gateways; switch or forget one.",
                 usage: "clawvoice gateways [list | use NAME | forget NAME]",
-                details: "`forget` deletes the gateway's stored tokens and pins. Restart the daemon after `use`.",
+                details: """
+                  list          every paired gateway: * marks the active one, then its name, URL, the roles
+                                it holds a device token for, and its TLS pin
+                  use NAME      make NAME the active gateway; a running daemon switches over at once
+                                (refused while the config's gateway.url picks the gateway)
+                  forget NAME   delete NAME's tokens, TLS pin, transcript cache and the turns waiting in its
+                                outbox; a running daemon on it stops talking to it at once
+                Pair a new gateway with `clawvoice pair`.
+                """,
                 flags: [:], maxPositionals: 2),
         HistoryCommand.command,
         OutboxCommand.sendCommand,
@@ -188,6 +217,7 @@ public enum CLI {
         ListenCommand.command,
         ServiceCommand.command,
         DoctorCommand.command,
+        ForgetCommand.command,
         Command(name: "demo", abstract: "The whole loop on this machine: pair, push-to-talk, hear the answer.",
                 usage: "clawvoice demo [--message TEXT] [--out FILE.wav]",
                 details: """
@@ -288,7 +318,8 @@ public enum CLI {
                 inline = String(a[a.index(after: eq)...])
                 a = String(a[..<eq])
             }
-            if a.hasPrefix("-") && a.count > 1 {
+            // `volume -10` is a number, not an option: a dash and digits (and a %) is always a positional.
+            if a.hasPrefix("-") && a.count > 1 && Int(a.hasSuffix("%") ? String(a.dropLast()) : a) == nil {
                 guard let takesValue = command.flags[a] else {
                     throw UsageError(description: "\(name): unknown option \(a) (see `clawvoice \(name) --help`)")
                 }
@@ -445,6 +476,8 @@ public enum CLI {
             return try ServiceCommand.run(p, paths: paths, environment: environment, say: { say($0) })
         case "outbox":
             return try OutboxCommand.run(p, config: config, paths: paths, say: { say($0) })
+        case "forget":
+            return try ForgetCommand.run(p, paths: paths, say: { say($0) })
         case "send":
             return try OutboxCommand.send(p, config: config, paths: paths, say: { say($0) })
         case "ptt":
@@ -467,11 +500,16 @@ public enum CLI {
             if let w = wanted, let bad = w.first(where: { !NodeEvents.names.contains($0) }) {
                 throw UsageError(description: "events: unknown event '\(bad)' (one of \(NodeEvents.names.joined(separator: ", ")))")
             }
-            try ControlSocketClient.stream(["cmd": "events"], path: paths.controlSocket) { line in
+            let daemonEnded = try ControlSocketClient.stream(["cmd": "events"], path: paths.controlSocket) { line in
                 if let w = wanted, let name = (try? JSONCoding.decode(JSONValue.self, from: Data(line.utf8)))?["event"]?.stringValue,
                    !w.contains(name) { return true }
                 say(line)
                 return true
+            }
+            // A script waiting on events must learn that none will come, not see a clean end.
+            if daemonEnded {
+                throw Failure(description: "events: the daemon went away (it stopped or restarted); "
+                              + "run `clawvoice events` again once `clawvoice status` answers")
             }
             return 0
         case "stop", "mute", "unmute", "volume":
@@ -533,7 +571,7 @@ public enum CLI {
                 }
                 return try await WakeCommand.listen(phrases: phrases, modelsDirectory: models, sensitivity: sensitivity,
                                                     source: p.flags["--source"] ?? config.audio.source, seconds: seconds,
-                                                    say: { say($0) })
+                                                    terminal: isatty(STDOUT_FILENO) == 1, say: { say($0) })
             }
             guard let input = p.flags["--input"] else { throw UsageError(description: "wake detect needs --input FILE.wav") }
             return try WakeCommand.detect(input: input, phrases: phrases, scores: p.flags["--scores"] != nil,
@@ -559,24 +597,35 @@ public enum CLI {
             guard let s = r["sessions"]?[role] else { continue }
             var line = "  \(role.padding(toLength: 9, withPad: " ", startingAt: 0)) \(s["state"]?.stringValue ?? "?"): \(s["detail"]?.stringValue ?? "")"
             if let next = s["nextStep"]?.stringValue { line += "\n            → \(next)" }
+            for limit in s["limits"]?.arrayValue?.compactMap(\.stringValue) ?? [] { line += "\n            ⚠ \(limit)" }
             lines.append(line)
         }
         if let key = r["sessionKey"]?.stringValue { lines.append("  session   \(key)") }
-        if r["muted"]?.boolValue == true { lines.append("  mic       muted: microphone and wake word off (clawvoice unmute)") }
+        // Muted is one state of the microphone: one mic line, and the wake line agrees with it.
+        let muted = r["muted"]?.boolValue == true
+        let capture = r["capture"]?.stringValue
+        if muted {
+            let stream = capture.map { $0 == "running" ? "" : "; capture \($0)" } ?? ""
+            lines.append("  mic       muted: microphone and wake word off (clawvoice unmute)\(stream)")
+        } else if let capture {
+            lines.append("  mic       \(capture)\(r["ptt"]?.stringValue.map { $0 == "idle" ? "" : ", \($0)" } ?? "")")
+        }
         if let v = r["volume"]?.intValue, v != 100 { lines.append("  volume    \(v)%") }
-        if let capture = r["capture"]?.stringValue { lines.append("  mic       \(capture)\(r["ptt"]?.stringValue.map { $0 == "idle" ? "" : ", \($0)" } ?? "")") }
         if let button = r["button"]?.stringValue, button != "off" { lines.append("  button    \(button)") }
-        lines += formatWake(r["wake"])
+        lines += formatWake(r["wake"], muted: muted)
         if let n = r["outbox"]?.intValue, n > 0 { lines.append("  outbox    \(n) turn\(n == 1 ? "" : "s") waiting (`clawvoice outbox list`)") }
         return lines.joined(separator: "\n")
     }
 
     /// The wake lines of `status`: what is listened for, the last wake, and each trigger that
     /// has no model with the command that trains it.
-    static func formatWake(_ w: JSONValue?) -> [String] {
+    static func formatWake(_ w: JSONValue?, muted: Bool = false) -> [String] {
         guard let w, w.objectValue != nil else { return ["  wake      off"] }
         let listening = (w["listening"]?.arrayValue ?? []).compactMap(\.stringValue)
         var line = "  wake      " + (listening.isEmpty ? "no models for the gateway's triggers" : "listening for \(listening.joined(separator: ", "))")
+        if muted || w["state"]?.stringValue == "muted" {
+            line = "  wake      off while muted" + (listening.isEmpty ? "" : " (\(listening.joined(separator: ", ")) after `clawvoice unmute`)")
+        }
         if w["enabled"]?.boolValue == false { line = "  wake      off (wake.enabled is false)" }
         if let n = w["detections"]?.intValue, n > 0 {
             line += "; \(n) wake\(n == 1 ? "" : "s"), last \"\(w["lastPhrase"]?.stringValue ?? "?")\" → \(w["lastOutcome"]?.stringValue ?? "?")"
@@ -599,7 +648,7 @@ public enum CLI {
         case "list":
             let all = try store.gateways()
             if all.isEmpty {
-                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token TOKEN`.")
+                say("No gateways paired yet. Pair one with `clawvoice pair <setup-code>` or `clawvoice pair --url URL --token-file FILE`.")
                 return 0
             }
             for g in all {

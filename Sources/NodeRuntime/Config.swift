@@ -69,8 +69,12 @@ public struct ClawConfig: Sendable, Equatable {
         public var outputFormat: String? = "pcm_24000"
         /// Speak the assistant's replies.
         public var speakReplies: Bool = true
-        /// Keep Ogg Opus voice notes of recent captures in the state directory.
-        public var voiceNotes: Bool = true
+        /// Keep recordings (Ogg Opus voice notes) of recent captures in <stateDir>/voice-notes:
+        /// off by default; when on, at most `voiceNotesKeep` of them, none older than
+        /// `voiceNotesMaxAgeDays` (docs/privacy.md).
+        public var voiceNotes: Bool = false
+        public var voiceNotesKeep: Int = 20
+        public var voiceNotesMaxAgeDays: Int = 7
         /// Stop speaking when the user talks over the assistant (headsets only; the gateway's talk.config may say otherwise).
         public var interruptOnSpeech: Bool = true
         /// After a reply, listen this long for a next turn without the wake word (0: off).
@@ -176,7 +180,8 @@ extension ClawConfig {
                   "echoDelayMs": "int:0:500", "voiceDetector": "string"],
         "talk": ["silenceTimeoutMs": "int:200:10000", "onceMaxMs": "int:1000:60000", "captureMaxMs": "int:1000:600000",
                  "sessionKey": "string?", "opusBitrate": "int:6000:128000", "opusComplexity": "int:0:10",
-                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
+                 "outputFormat": "string?", "speakReplies": "bool", "voiceNotes": "bool",
+                 "voiceNotesKeep": "int:1:1000", "voiceNotesMaxAgeDays": "int:1:3650", "interruptOnSpeech": "bool", "followUpMs": "int:0:15000", "stopWord": "bool", "stopWordSensitivity": "number:0:1",
                  "speakNotifications": "bool"],
         "ptt": ["device": "string?", "key": "string", "mode": "string", "stopKey": "string?", "muteKey": "string?",
                 "volumeUpKey": "string?", "volumeDownKey": "string?"],
@@ -298,6 +303,8 @@ extension ClawConfig {
                 if fields["outputFormat"] != nil { c.talk.outputFormat = s("outputFormat") }
                 if let b = fields["speakReplies"]?.boolValue { c.talk.speakReplies = b }
                 if let b = fields["voiceNotes"]?.boolValue { c.talk.voiceNotes = b }
+                if let n = i("voiceNotesKeep") { c.talk.voiceNotesKeep = n }
+                if let n = i("voiceNotesMaxAgeDays") { c.talk.voiceNotesMaxAgeDays = n }
                 if let b = fields["interruptOnSpeech"]?.boolValue { c.talk.interruptOnSpeech = b }
                 if let n = i("followUpMs") { c.talk.followUpMs = n }
                 if let b = fields["stopWord"]?.boolValue { c.talk.stopWord = b }

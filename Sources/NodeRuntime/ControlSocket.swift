@@ -335,7 +335,10 @@ public enum ControlSocketClient {
 extension ControlSocketClient {
     /// Sends `request` and hands each line of the answer to `onLine` until the daemon closes
     /// the connection (or `onLine` returns false). No timeout: events may be minutes apart.
-    public static func stream(_ request: JSONValue, path: String, onLine: (String) -> Bool) throws(ControlSocketError) {
+    /// Returns true when the daemon ended the stream (it stopped or went away), false when
+    /// `onLine` did.
+    @discardableResult
+    public static func stream(_ request: JSONValue, path: String, onLine: (String) -> Bool) throws(ControlSocketError) -> Bool {
         var addr = try makeAddress(path)
         let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard s >= 0 else { throw .call("socket", errno, path) }
@@ -356,8 +359,9 @@ extension ControlSocketClient {
             // The daemon first says it took the request (ControlLine.acceptedLine).
             if first && line == ControlLine.acceptedLine { first = false; continue }
             first = false
-            if !onLine(line) { return }
+            if !onLine(line) { return false }
         }
+        return true
     }
 }
 

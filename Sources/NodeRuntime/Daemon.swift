@@ -47,36 +47,11 @@ public enum NodeCommands {
 }
 
 /// Opens the store, making sure the state directory exists with the right modes.
+/// Where recordings of captures go when talk.voiceNotes is on (`clawvoice forget` empties it).
+public func voiceNotesDirectory(stateDir: String) -> String { stateDir + "/voice-notes" }
+
 public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
     try ClawStore(directory: paths.stateDir)
-}
-
-/// Picks the gateway to run against: the config's URL (kept in the store under its host name) or the active paired one.
-public func resolveActiveGateway(config: ClawConfig, store: ClawStore) throws -> GatewayRecord? {
-    if let url = config.gateway.url {
-        let name = GatewayNaming.name(for: url)
-        var record = try store.gateway(named: name) ?? GatewayRecord(name: name, url: url, addedAtMs: nowMs())
-        record.url = url
-        record.sharedToken = config.gateway.token ?? record.sharedToken
-        record.password = config.gateway.password ?? record.password
-        record.tlsFingerprint = config.gateway.tlsFingerprint ?? record.tlsFingerprint
-        record.allowInsecure = config.gateway.allowInsecure || record.allowInsecure
-        try store.upsertGateway(record)
-        try store.setActiveGateway(name: name)
-        return try store.gateway(named: name)
-    }
-    return try store.activeGateway()
-}
-
-func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-
-public enum GatewayNaming {
-    /// `host` for the default port, else `host:port`.
-    public static func name(for url: String) -> String {
-        guard let c = URLComponents(string: url), let host = c.host, !host.isEmpty else { return "gateway" }
-        if let p = c.port, p != 18789 { return "\(host):\(p)" }
-        return host
-    }
 }
 
 /// What the daemon keeps for the active gateway: both sessions, the outbox and the transcript
@@ -148,8 +123,8 @@ public final class NodeDaemon: Sendable {
         // One store for the life of the process: every part shares its one connection.
         store = try openStore(paths)
         (identity, instanceId) = try store.loadOrCreateIdentity()
-        guard let record = try resolveActiveGateway(config: config, store: store) else {
-            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
+        guard let record = try resolveActiveGateway(config: config, store: store, remember: true) else {
+            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
         let operatorSession = Mutex<GatewaySession?>(nil)
         self.operatorSession = operatorSession
@@ -164,6 +139,16 @@ public final class NodeDaemon: Sendable {
         // `session use` is remembered per gateway; the talk loop persists each switch there.
         var talkConfig = NodeDaemon.talkConfig(config, stateDir: paths.stateDir)
         talkConfig.sessionKey = (try? store.currentSession(gateway: record.name)) ?? config.talk.sessionKey
+        // Recordings the settings no longer allow go at start, not only at the next capture; with
+        // recordings off, the ones an older version kept are pointed out (`clawvoice forget`).
+        let notesDir = voiceNotesDirectory(stateDir: paths.stateDir)
+        if config.talk.voiceNotes {
+            let gone = VoiceNotes.prune(directory: notesDir, keep: talkConfig.keepVoiceNotes,
+                                        maxAgeMs: talkConfig.voiceNotesMaxAgeMs, nowMs: nowMs())
+            if gone > 0 { log.log(.info, "talk", "removed \(gone) recording\(gone == 1 ? "" : "s") past talk.voiceNotesKeep/voiceNotesMaxAgeDays") }
+        } else if case let n = VoiceNotes.list(directory: notesDir).count, n > 0 {
+            log.log(.info, "talk", "\(n) recording\(n == 1 ? "" : "s") of earlier captures in \(notesDir) (talk.voiceNotes is off); `clawvoice forget` removes them")
+        }
         // What `mute` left: a muted node comes back muted (silently), already in its first status.
         talkConfig.startsMuted = (try? store.setting("muted")) == "1"
         let (store, activeGateway) = (self.store, Mutex<String>(record.name))
@@ -181,6 +166,7 @@ public final class NodeDaemon: Sendable {
                                       }
                                   }, echoReference: echo)
         self.activeName = activeGateway
+        latestConfig = Mutex(config)
         self.talk = talk
         self.listen = ListenPlayer(speech: speech)
         // Spoken notifications (config talk.speakNotifications); a passive one waits for the user to finish.
@@ -215,6 +201,8 @@ public final class NodeDaemon: Sendable {
     }
 
     private let activeName: Mutex<String>
+    /// The config as last read (SIGHUP reloads it): its gateway.url picks the gateway on a rebuild.
+    private let latestConfig: Mutex<ClawConfig>
     private let statuses: AsyncStream<(SessionStatus, GatewayScope?)>
     private let statusSink: AsyncStream<(SessionStatus, GatewayScope?)>.Continuation
     private let presses: AsyncStream<PTTKeyAction>
@@ -269,7 +257,9 @@ public final class NodeDaemon: Sendable {
         t.echoDelayMs = c.audio.echoDelayMs
         t.voiceDetector = c.audio.voiceDetector
         t.modelsDirectory = c.wake.modelsDirectory
-        t.voiceNoteDirectory = c.talk.voiceNotes ? stateDir + "/voice-notes" : nil
+        t.voiceNoteDirectory = c.talk.voiceNotes ? voiceNotesDirectory(stateDir: stateDir) : nil
+        t.keepVoiceNotes = c.talk.voiceNotesKeep
+        t.voiceNotesMaxAgeMs = Int64(c.talk.voiceNotesMaxAgeDays) * 86_400_000
         t.cues = c.sounds.cues
         return t
     }
@@ -388,7 +378,7 @@ public final class NodeDaemon: Sendable {
                 await s.link.stop()
             }
             do {
-                if let record = try store.activeGateway() {
+                if let record = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store, remember: true) {
                     let next = makeScope(record)
                     scope.withLock { $0 = next }
                     current = next
@@ -524,9 +514,23 @@ public final class NodeDaemon: Sendable {
             talk.update(config: NodeDaemon.talkConfig(c, stateDir: paths.stateDir))
             bus.setCommands(c.events.commands)
             await speech.update(config: NodeDaemon.speechConfig(c))
+            latestConfig.withLock { $0 = c }
             log.log(.info, "daemon", "SIGHUP: config reloaded")
         } catch {
             log.log(.error, "daemon", "SIGHUP: config not reloaded: \(error)")
+            return
+        }
+        // A new pairing, another gateway.url or a paused session: rebuild the gateway link.
+        do {
+            let wanted = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store)
+            let current = active.withLock({ $0 }) ? scope.withLock({ $0?.record }) : nil
+            let roles = [await link.node.currentStatus(), await link.operator.currentStatus()]
+            func address(_ r: GatewayRecord?) -> [String?] { [r?.name, r?.url, r?.tlsFingerprint, r.map { "\($0.allowInsecure)" }] }
+            if address(wanted) != address(current) || roles.contains(where: { $0.state != .connected }) {
+                switchSink.yield("SIGHUP")
+            }
+        } catch {
+            log.log(.error, "daemon", "SIGHUP: the gateway stays as it was: \(error)")
         }
     }
 

@@ -57,8 +57,15 @@ public struct DoctorFacts: Sendable, Equatable {
         public var state: String?
         public var detail: String?
         public var nextStep: String?
-        public init(hasToken: Bool = false, state: String? = nil, detail: String? = nil, nextStep: String? = nil) {
+        /// The problem code behind the state (OPERATOR_ACCESS_DENIED, …).
+        public var code: String?
+        public var protocolVersion: Int?
+        /// What the connected session cannot do on this gateway (SessionLimits).
+        public var limits: [String] = []
+        public init(hasToken: Bool = false, state: String? = nil, detail: String? = nil, nextStep: String? = nil,
+                    code: String? = nil, protocolVersion: Int? = nil, limits: [String] = []) {
             self.hasToken = hasToken; self.state = state; self.detail = detail; self.nextStep = nextStep
+            self.code = code; self.protocolVersion = protocolVersion; self.limits = limits
         }
     }
 
@@ -206,8 +213,19 @@ public enum Doctor {
             }
             for role in ["node", "operator"] {
                 let r = f.roles[role] ?? DoctorFacts.Role()
-                if r.state == "connected" {
-                    out.append(DoctorCheck("pairing-\(role)", true, "\(role): paired and connected"))
+                if r.code == "OPERATOR_ACCESS_DENIED" {
+                    // D9: not a pairing or credential failure; the gateway's policy decides.
+                    out.append(DoctorCheck("pairing-\(role)", false,
+                                           "\(role): signed in, but the gateway's access policy grants this device nothing yet (OPERATOR_ACCESS_DENIED)",
+                                           fix: "grant this device operator access in the gateway's access policy (e.g. the role bound to its accessPolicyPlugin); clawvoice keeps retrying and picks it up by itself"))
+                } else if r.state == "connected" {
+                    out.append(DoctorCheck("pairing-\(role)", true, "\(role): paired and connected"
+                                           + (r.protocolVersion.map { " (protocol \($0))" } ?? "")))
+                    if !r.limits.isEmpty {
+                        let fix = r.protocolVersion == 3 ? "upgrade the gateway to one that speaks protocol 4 to lift these"
+                            : "fix the gateway's Talk config (talk.agentId, session.mainKey)"
+                        out.append(DoctorCheck("protocol-\(role)", false, "\(role) works with limits: " + r.limits.joined(separator: "; "), fix: fix))
+                    }
                 } else if let st = r.state, st == "pairing" || st == "waiting" || !(r.nextStep ?? "").isEmpty {
                     out.append(DoctorCheck("pairing-\(role)", false, "\(role): \(st)\(r.detail.map { ": \($0)" } ?? "")",
                                            fix: r.nextStep ?? "approve it on the gateway host: openclaw devices list"))
@@ -215,7 +233,7 @@ public enum Doctor {
                     out.append(DoctorCheck("pairing-\(role)", true, "\(role): paired (device token stored)\(r.state.map { ", daemon says \($0)" } ?? "")"))
                 } else {
                     out.append(DoctorCheck("pairing-\(role)", false, "\(role): not paired with \(name)",
-                                           fix: "clawvoice pair <setup-code> (or clawvoice pair --url \(url) --token TOKEN)"))
+                                           fix: "clawvoice pair <setup-code> (or clawvoice pair --url \(url) --token-file FILE)"))
                 }
             }
         } else {

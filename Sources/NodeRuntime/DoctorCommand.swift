@@ -38,18 +38,25 @@ enum DoctorCommand {
             guard let v = Double(s), v > 0, v <= 30 else { throw CLI.UsageError(description: "doctor: --seconds needs a number from 0 to 30, got \(s)") }
             seconds = v
         }
-        let facts = await gather(config: config, paths: paths, environment: environment, play: p.flags["--play"] != nil, seconds: seconds)
+        let json = p.flags["--json"] != nil
+        // The user is told to make a sound before the microphone is recorded; with --json on
+        // stderr, so stdout stays one JSON document.
+        let prompt: (String) -> Void = json ? { FileHandle.standardError.write(Data("clawvoice: \($0)\n".utf8)) }
+                                                 : { say($0.prefix(1).uppercased() + $0.dropFirst()) }
+        let facts = await gather(config: config, paths: paths, environment: environment, play: p.flags["--play"] != nil,
+                                 seconds: seconds, prompt: prompt)
         let checks = Doctor.checks(facts)
-        say(p.flags["--json"] != nil ? Doctor.json(checks).description : Doctor.text(checks))
+        say(json ? Doctor.json(checks).description : Doctor.text(checks))
         return checks.allSatisfy(\.ok) ? 0 : 1
     }
 
-    static func gather(config: ClawConfig, paths: RuntimePaths, environment: [String: String], play: Bool, seconds: Double) async -> DoctorFacts {
+    static func gather(config: ClawConfig, paths: RuntimePaths, environment: [String: String], play: Bool, seconds: Double,
+                       prompt: (String) -> Void = { _ in }) async -> DoctorFacts {
         var f = DoctorFacts()
         f.configuredSource = config.audio.source
         f.configuredSink = config.audio.sink
         f.soundServer = environment["PULSE_SERVER"].flatMap { $0.isEmpty ? nil : $0 } ?? "the default server"
-        await gatherSound(&f, play: play, seconds: seconds)
+        await gatherSound(&f, play: play, seconds: seconds, prompt: prompt)
 
         f.voice = config.speech.voice
         do {
@@ -107,6 +114,9 @@ enum DoctorCommand {
                         rf.state = s["state"]?.stringValue
                         rf.detail = s["detail"]?.stringValue
                         rf.nextStep = s["nextStep"]?.stringValue
+                        rf.code = s["code"]?.stringValue
+                        rf.protocolVersion = s["protocolVersion"]?.intValue.map(Int.init)
+                        rf.limits = s["limits"]?.arrayValue?.compactMap(\.stringValue) ?? []
                     }
                     f.roles[role] = rf
                 }
@@ -117,7 +127,7 @@ enum DoctorCommand {
         return f
     }
 
-    static func gatherSound(_ f: inout DoctorFacts, play: Bool, seconds: Double) async {
+    static func gatherSound(_ f: inout DoctorFacts, play: Bool, seconds: Double, prompt: (String) -> Void) async {
         let connection = PulseConnection(clientName: "clawvoice doctor")
         defer { connection.close() }
         do {
@@ -133,6 +143,7 @@ enum DoctorCommand {
             return
         }
         if f.configuredSource == nil || f.sources.contains(f.configuredSource!) {
+            prompt(listeningPrompt(source: f.configuredSource ?? f.defaultSource, seconds: seconds))
             do { f.mic = try await recordLevel(connection: connection, source: f.configuredSource, seconds: seconds) } catch {
                 f.micError = "\(error)"
             }
@@ -145,6 +156,12 @@ enum DoctorCommand {
                 f.tone = "\(error)"
             }
         }
+    }
+
+    /// What doctor says just before it records: where, for how long, and what to do.
+    static func listeningPrompt(source: String?, seconds: Double) -> String {
+        let howLong = seconds == seconds.rounded() ? String(Int(seconds)) : String(format: "%.1f", seconds)
+        return "listening to the microphone (\(source ?? "the default source")) for \(howLong) s: speak now, or make a sound near it…"
     }
 
     static func recordLevel(connection: PulseConnection, source: String?, seconds: Double) async throws -> MicLevel {

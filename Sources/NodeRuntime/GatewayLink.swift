@@ -82,14 +82,15 @@ public final class GatewayLink: Sendable {
         eventListeners.withLock { _ = $0.removeValue(forKey: id) }
     }
 
-    /// Waits until both roles are connected; returns the first paused status instead if one pauses.
+    /// Waits until both roles are connected; returns the first paused status instead if one pauses
+    /// (or the one still missing when the time is up or the waiting task is cancelled).
     public func waitForBoth(timeout: Duration?) async -> Result<Void, SessionStatus> {
-        let deadline = timeout.map { ContinuousClock.now + $0 }
+        let deadline = ContinuousClock.now + (timeout ?? .seconds(365 * 86_400))
         while true {
             let n = status(.node), o = status(.operator)
             if n?.state == .connected && o?.state == .connected { return .success(()) }
             if let p = [n, o].compactMap({ $0 }).first(where: { $0.state == .paused || $0.state == .stopped }) { return .failure(p) }
-            if let deadline, ContinuousClock.now >= deadline {
+            if ContinuousClock.now >= deadline || Task.isCancelled {
                 return .failure(n?.state != .connected ? (n ?? SessionStatus(role: "node", gateway: record.name, state: .connecting, detail: "timed out"))
                                 : (o ?? SessionStatus(role: "operator", gateway: record.name, state: .connecting, detail: "timed out")))
             }

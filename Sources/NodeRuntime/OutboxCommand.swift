@@ -120,8 +120,8 @@ enum OutboxCommand {
     }
 
     private static func activeGateway(config: ClawConfig, store: ClawStore) throws -> GatewayRecord {
-        guard let g = try resolveActiveGateway(config: config, store: store) else {
-            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token TOKEN` first")
+        guard let g = try resolveActiveGateway(config: config, store: store, remember: true) else {
+            throw ConfigError("no gateway paired yet: run `clawvoice pair <setup-code>` or `clawvoice pair --url ws://HOST:18789 --token-file FILE` first")
         }
         return g
     }

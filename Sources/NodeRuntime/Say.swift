@@ -13,7 +13,8 @@ public enum SayCommand {
     static func run(text: String, local: Bool, out: String?, config: ClawConfig, paths: RuntimePaths, log: LogSink,
                     say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         var session: GatewaySession?
-        if !local, let store = try? openStore(paths), let record = try? resolveActiveGateway(config: config, store: store) {
+        // A gateway.url that cannot work is an error here, not a silent fallback to espeak-ng.
+        if !local, let store = try? openStore(paths), let record = try resolveActiveGateway(config: config, store: store) {
             let (identity, instanceId) = try store.loadOrCreateIdentity()
             var options = SessionOptions(displayName: config.node.displayName, version: ClawvoiceVersion.current)
             options.operatorClientId = config.gateway.operatorClient

@@ -35,13 +35,19 @@ struct SecretIO: Sendable {
 }
 
 enum Secrets {
-    /// The secret for `--NAME`, from (in order) `--NAME VALUE` (`-` reads standard input),
-    /// `--NAME-file FILE`, or `fallback` (the environment or config). Trailing newlines and
+    /// The secret for `--NAME`, from (in order) `--NAME -` (standard input), `--NAME-file FILE`,
+    /// or `fallback` (the environment or config); `--NAME VALUE` is refused, naming those three. Trailing newlines and
     /// surrounding spaces are dropped; an empty secret is an error, not "no secret".
     static func resolve(_ name: String, value: String?, file: String?, fallback: String?, command: String,
                         io: SecretIO = .system) throws(CLI.UsageError) -> String? {
         if value != nil && file != nil {
             throw CLI.UsageError(description: "\(command): give --\(name) or --\(name)-file, not both")
+        }
+        if let value, value != "-" {
+            // A value here would sit in `ps` for every local user as long as the command runs.
+            throw CLI.UsageError(description: "\(command): --\(name) takes no value on the command line (other users see it in `ps`); "
+                                 + "give the \(name) on standard input (--\(name) -), in a file (--\(name)-file FILE) "
+                                 + "or in CLAWVOICE_GATEWAY_\(name.uppercased())")
         }
         let raw: String
         if let file {
@@ -55,14 +61,12 @@ enum Secrets {
                 throw CLI.UsageError(description: "\(command): --\(name) - reads the \(name) from standard input, and it was empty")
             }
             raw = line
-        } else if let value {
-            raw = value
         } else {
             return fallback
         }
         let secret = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !secret.isEmpty else {
-            let source = file.map { "--\(name)-file \($0)" } ?? (value == "-" ? "standard input" : "--\(name)")
+            let source = file.map { "--\(name)-file \($0)" } ?? "standard input"
             throw CLI.UsageError(description: "\(command): the \(name) from \(source) is empty")
         }
         return secret

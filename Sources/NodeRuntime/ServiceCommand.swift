@@ -52,7 +52,7 @@ public struct ServiceFacts: Sendable, Equatable {
     public var configHome: String
     public var dataHome: String
     public var dataDirs: [String] = ["/usr/local/share", "/usr/share"]
-    /// `<prefix>/share/systemd/user/clawvoice.service` for a binary in `<prefix>/bin`, when it exists.
+    /// The unit installed with a binary in `<prefix>/bin`, when it exists (`installedUnit(executable:)`).
     public var installedUnit: String?
     /// Whether `<configHome>/systemd/user/clawvoice.service` exists and clawvoice wrote it.
     public var ownUnitExists: Bool = false
@@ -77,15 +77,21 @@ public struct ServiceFacts: Sendable, Equatable {
                              configHome: env["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config",
                              dataHome: env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.local/share")
         if let dirs = env["XDG_DATA_DIRS"], !dirs.isEmpty { f.dataDirs = dirs.split(separator: ":").map(String.init) }
-        let prefix = ((exe as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
-        let installed = prefix + "/share/systemd/user/" + ServiceUnit.name
-        if FileManager.default.fileExists(atPath: installed) { f.installedUnit = installed }
+        f.installedUnit = installedUnit(executable: exe)
         if let data = FileManager.default.contents(atPath: f.ownUnitPath) {
             f.ownUnitExists = String(decoding: data, as: UTF8.self).hasPrefix(ServiceUnit.marker)
         }
         f.linger = FileManager.default.fileExists(atPath: "/var/lib/systemd/linger/" + user)
         f.paired = paired
         return f
+    }
+
+    /// The unit installed beside a binary in `<prefix>/bin`: `<prefix>/share/systemd/user` (make
+    /// install) or `<prefix>/lib/systemd/user` (the Debian package's /usr/lib/systemd/user).
+    public static func installedUnit(executable: String,
+                                     exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }) -> String? {
+        let prefix = ((executable as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        return ["share", "lib"].map { "\(prefix)/\($0)/systemd/user/\(ServiceUnit.name)" }.first(where: exists)
     }
 }
 
@@ -152,7 +158,8 @@ enum ServiceCommand {
         usage: "clawvoice service install|uninstall|status",
         details: """
         install    enable and start clawvoice.service for this user: the unit `make install` put in
-                   <prefix>/share/systemd/user, or, for a binary without one, a unit written to
+                   <prefix>/share/systemd/user (the Debian package: /usr/lib/systemd/user), or, for a
+                   binary without one, a unit written to
                    ~/.config/systemd/user that runs this binary. Prints the one command that lets it run
                    without a login: loginctl enable-linger USER.
         uninstall  stop and disable it (and remove a unit install wrote).

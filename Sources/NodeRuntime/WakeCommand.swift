@@ -94,12 +94,13 @@ public enum WakeCommand {
     }
 
     /// `clawvoice wake listen`: live scores from the microphone (PulseAudio, 16 kHz mono).
-    /// Every `intervalMilliseconds` prints one line with each phrase's highest score since the
-    /// last line (`openclaw 0.02  claude 0.00  computer 0.91 *`, a star at or over threshold),
-    /// and each wake as the same JSON line `detect` prints. Runs for `seconds`, or until the
-    /// capture ends when nil.
+    /// Every `intervalMilliseconds` prints one reading (WakeMeter): the input's peak level and
+    /// each phrase's highest score since the last one (`level  -31 dBFS  openclaw 0.02  claude
+    /// 0.91 *`, a star at or over threshold); on a `terminal` the level is a bar and each reading
+    /// replaces the last in place. Each wake is the same JSON line `detect` prints. Runs for
+    /// `seconds`, or until the capture ends when nil.
     public static func listen(phrases: [String]?, modelsDirectory: String, sensitivity: Double, source: String?,
-                              seconds: Double?, intervalMilliseconds: Int = 250, server: String? = nil,
+                              seconds: Double?, intervalMilliseconds: Int = 250, server: String? = nil, terminal: Bool = false,
                               say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         guard (0...1).contains(sensitivity) else {
             throw InputError(description: "--sensitivity must be between 0 and 1, got \(sensitivity)")
@@ -128,8 +129,15 @@ public enum WakeCommand {
         FileHandle.standardError.write(Data("clawvoice: listening for \(models.map(\.phrase).joined(separator: ", ")) on \(source ?? "the default source"); Ctrl-C ends\n".utf8))
         let detector = WakeDetector(models: models, sensitivity: sensitivity)
         let thresholds = detector.thresholds
+        let names = models.map(\.phrase)
         var peak = [Float](repeating: 0, count: models.count)
+        var window: [Int16] = []
         var lastLine = 0
+        // On a terminal the reading is redrawn in place without a newline: written as it is.
+        let emit: (String) -> Void = { text in
+            if terminal { FileHandle.standardOutput.write(Data(text.utf8)) } else { say(text) }
+        }
+        defer { if terminal { FileHandle.standardOutput.write(Data("\n".utf8)) } }
         let limitMs = seconds.map { Int($0 * 1000) }
         for await frame in capture.frames {
             // Audio on either side of a capture gap was never continuous: start a fresh stream.
@@ -138,14 +146,16 @@ public enum WakeCommand {
                 for i in 0..<peak.count { peak[i] = max(peak[i], step.scores[i]) }
             }
             for d in found {
-                say(detectionLine(d))
+                emit(WakeMeter.detection(detectionLine(d), terminal: terminal))
             }
+            window += frame.pcm.samples
             let now = detector.positionMilliseconds
             if now - lastLine >= intervalMilliseconds {
-                say(models.indices.map { i in
-                    "\(models[i].phrase) \(String(format: "%.2f", peak[i]))\(peak[i] >= thresholds[i] ? " *" : "")"
-                }.joined(separator: "  "))
+                let level = WakeMeter.level(window[...])
+                emit(WakeMeter.line(peakDbfs: level.peakDbfs, clipped: level.clipped, phrases: names, scores: peak,
+                                    thresholds: thresholds, terminal: terminal))
                 peak = [Float](repeating: 0, count: models.count)
+                window.removeAll(keepingCapacity: true)
                 lastLine = now
             }
             if let limitMs, now >= limitMs { return 0 }

@@ -30,7 +30,8 @@ extension OperatorChannel {
 extension GatewaySession: OperatorChannel {
     public func connected() async -> Bool { isConnected }
     public func advertisedMethods() async -> [String] { currentHello()?.methods ?? [] }
-    public func mainSessionKey() async -> String? { currentHello()?.mainSessionKey }
+    /// The resolved default Talk target (issue 26, D2), else hello-ok's main session.
+    public func mainSessionKey() async -> String? { defaultSessionKey() }
 }
 
 /// Whether an error from the gateway means "this method is not here" rather than a failure of the call.

@@ -1,8 +1,9 @@
 // Carries out OutboxMachine's decisions for one gateway: writes turns to the durable outbox,
 // sends the oldest with chat.send (the same idempotency key on every try), deletes it once
-// chat.history shows it, backs off, holds, expires. It owns no state worth keeping: the rows
-// in SQLite are the queue, and other processes (`clawvoice send`, `outbox retry|drop`) change
-// them too, so the loop re-reads them on every pass and at least every `pollIntervalMs`.
+// chat.history shows it, backs off, holds, expires, and gives a cancelled talk turn back
+// unsent when it can (`withdraw`). It owns no state worth keeping: the rows in SQLite are the
+// queue, and other processes (`clawvoice send`, `outbox retry|drop`) change them too, so the
+// loop re-reads them on every pass and at least every `pollIntervalMs`.
 
 import Foundation
 import GatewayClient
@@ -63,6 +64,10 @@ public actor OutboxSender {
     /// The turn whose chat.send is on the wire, if any.
     public private(set) var inFlight: Int64?
     private var lastReadError: String?
+    /// Talk turns taken back before they were written (`enqueueTurn` refuses them), and the last
+    /// ones written (a withdrawal of one that is gone again was sent, not cancelled).
+    private var withdrawnEarly: [String] = []
+    private var writtenTurns: [String] = []
 
     public var policy: OutboxPolicy { machine.policy }
 
@@ -114,6 +119,47 @@ public actor OutboxSender {
         log.log(.info, "outbox", "queued turn \(item.seq) (\"\(item.preview)\") for \(gateway)")
         wake()
         return item
+    }
+
+    /// A talk turn: as `enqueue`, unless `withdraw` took it back before it was written (nil).
+    public func enqueueTurn(sessionKey: String, message: String, attachmentsJSON: String? = nil, thinking: String? = nil,
+                            idempotencyKey: String) throws(StoreError) -> OutboxItem? {
+        if let i = withdrawnEarly.firstIndex(of: idempotencyKey) {
+            withdrawnEarly.remove(at: i)
+            log.log(.info, "outbox", "turn \(idempotencyKey) not queued: it was cancelled first")
+            return nil
+        }
+        let item = try enqueue(sessionKey: sessionKey, message: message, attachmentsJSON: attachmentsJSON,
+                               thinking: thinking, idempotencyKey: idempotencyKey)
+        writtenTurns = Array((writtenTurns + [idempotencyKey]).suffix(16))
+        return item
+    }
+
+    /// Takes a talk turn back unless it is on its way. True when it will not be sent: it was
+    /// waiting (deleted now) or not written yet (`enqueueTurn` will refuse it). False when
+    /// chat.send has it on the wire or acknowledged it, or when that cannot be told. Every
+    /// step here is synchronous on the actor, and `send` looks at the row again just before
+    /// it goes out, so a turn is either withdrawn or sent, never both.
+    public func withdraw(idempotencyKey key: String) -> Bool {
+        let item: OutboxItem?
+        do { item = try store.outbox(gateway: gateway).first { $0.idempotencyKey == key } } catch {
+            log.log(.error, "outbox", "cannot look for turn \(key) to withdraw it: \(error)")
+            return false
+        }
+        guard let item else {
+            if writtenTurns.contains(key) { return false }  // written and gone: sent and confirmed
+            withdrawnEarly = Array((withdrawnEarly + [key]).suffix(16))
+            return true
+        }
+        guard item.state != .sent, inFlight != item.seq else { return false }
+        do {
+            _ = try store.deleteOutbox(seq: item.seq)
+        } catch {
+            log.log(.error, "outbox", "cannot withdraw turn \(item.seq): \(error)")
+            return false
+        }
+        log.log(.info, "outbox", "turn \(item.seq) (\"\(item.preview)\") withdrawn unsent: its capture was cancelled")
+        return true
     }
 
     /// The queued turns, oldest first (empty if the database cannot be read).
@@ -243,6 +289,12 @@ public actor OutboxSender {
         }
         let params = ChatSendParams(sessionKey: item.sessionKey, message: item.message, idempotencyKey: item.idempotencyKey,
                                     thinking: item.thinking, attachments: attachments)
+        // The queue was read before an await: a turn withdrawn or dropped since then stays unsent.
+        // No await between this look and `inFlight` (see withdraw).
+        do { guard try store.outboxItem(seq: item.seq) != nil else { return true } } catch {
+            log.log(.error, "outbox", "cannot read turn \(item.seq) before sending it: \(error)")
+            return false
+        }
         inFlight = item.seq
         defer { inFlight = nil }
         let ack: JSONValue

@@ -86,7 +86,10 @@ public actor RelayUplink {
             return
         }
         do {
-            let params = try JSONValue(encoding: TalkSessionCreateParams(sessionKey: sessionKey))
+            // Sessionless: "Transcription-only sessions without a key remain sessionless and do
+            // not select a default chat" (session-ownership.md); chat.send names the turn's session,
+            // and a bare "main" here is refused by multi-agent gateways (issue 26, D2).
+            let params = try JSONValue(encoding: TalkSessionCreateParams(sessionKey: nil))
             let result = try await channel.request(GatewayMethod.talkSessionCreate, params: params, timeoutMs: 10_000)
             guard let i = TalkSessionInfo(payload: result) else {
                 fail("talk.session.create returned no session id")

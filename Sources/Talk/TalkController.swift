@@ -26,9 +26,11 @@ public struct TalkConfig: Sendable, Equatable {
     public var preRollMs = 300
     public var opusBitrate = 20_000
     public var opusComplexity = 5
-    /// Where voice notes of recent captures are kept (nil: not written to disk).
+    /// Where recordings (voice notes) of recent captures are kept (nil, the default: not written
+    /// to disk), how many, and for how long (nil: no age limit).
     public var voiceNoteDirectory: String?
     public var keepVoiceNotes = 20
+    public var voiceNotesMaxAgeMs: Int64? = 7 * 86_400_000
     /// The chat session turns go to; nil means the gateway's main session.
     public var sessionKey: String?
     public var replyTimeoutMs: Int64 = 120_000
@@ -112,7 +114,8 @@ public actor TalkController {
 
     enum Item: Sendable {
         case input(TalkMachine.Input)
-        case command(TalkMachine.Command, session: String?, CheckedContinuation<TalkMachine.Answer, Never>)
+        /// `token`: drawn by the caller, so its cancellation can name the command (`invokeEnded`).
+        case command(TalkMachine.Command, session: String?, token: Int, CheckedContinuation<TalkMachine.Answer, Never>)
         case frame(PCMBuffer, at: ContinuousClock.Instant, followsGap: Bool)
         case event(EventFrame)
         /// Runs on the loop, between two items.
@@ -136,6 +139,7 @@ public actor TalkController {
     private let inbox: AsyncStream<Item>
     private let post: AsyncStream<Item>.Continuation
     private let published: Mutex<Snapshot>
+    private let tokens = Mutex(0)
     private let origin = ContinuousClock.now
 
     // Loop state: touched only by the loop (run) and what it calls.
@@ -160,7 +164,8 @@ public actor TalkController {
     private var notes: [String: ([UInt8], Double)] = [:]
     private var streams: [String: ReplyStream] = [:]
     private var answers: [Int: CheckedContinuation<TalkMachine.Answer, Never>] = [:]
-    private var nextToken = 0
+    /// The turn being delivered and the outbox it went to (a withdrawal asks the same one).
+    private var delivery: (id: String, outbox: OutboxSender?)?
     private var armedAtMs: Int64?
     private var currentChat: ChatEvent?
     private var jobs: [@Sendable () async -> Void] = []
@@ -258,11 +263,10 @@ public actor TalkController {
         switch item {
         case .input(let input):
             await step(input)
-        case .command(let command, let session, let cont):
+        case .command(let command, let session, let token, let cont):
             await sampleOperator()
-            nextToken += 1
-            answers[nextToken] = cont
-            await step(.command(command, token: nextToken, freshId: UUID().uuidString, session: session))
+            answers[token] = cont
+            await step(.command(command, token: token, freshId: UUID().uuidString, session: session))
         case .frame(let raw, let at, let gap):
             // A capture gap: the detector starts a fresh stream with the next frame it hears.
             if gap { wake?.detector?.reset(); wake?.lookback.removeAll(); cleaner?.gap() }
@@ -358,7 +362,7 @@ public actor TalkController {
             switch m.phase {
             case .idle: s.phase = .idle
             case .capturing(let c): s.phase = .capturing(c.id)
-            case .ending(let c): s.phase = .ending(c.id)
+            case .ending(let c), .delivering(let c, _): s.phase = .ending(c.id)
             }
             s.sessionKey = m.chosenSession
             s.pendingInterruption = m.pendingInterruption
@@ -367,6 +371,7 @@ public actor TalkController {
             s.stopWords = m.stopWords
             s.silenceTimeoutMs = config.silenceTimeoutMs
             s.wake = wake?.status
+            s.wake?.muted = m.muted
             s.muted = m.muted
         }
     }
@@ -419,6 +424,13 @@ public actor TalkController {
             notes.removeValue(forKey: id)
         case .deliver(let id, let message, let voiceNote, let sessionKey, let key):
             deliver(id: id, message: message, voiceNote: voiceNote, sessionKey: sessionKey, idempotencyKey: key)
+        case .withdrawTurn(let id, let key):
+            // The outbox the turn went to. Without one it goes straight to chat.send: it cannot be taken back.
+            let (outbox, post) = (delivery?.id == id ? delivery?.outbox : nil, self.post)
+            jobs.append {
+                let removed = await outbox?.withdraw(idempotencyKey: key) ?? false
+                post.yield(.input(.withdrawn(id: id, removed: removed)))
+            }
         case .followReply(let runId):
             let stream = ReplyStream(runId: runId, speech: speech, route: .talkSpeak, log: log)
             streams[runId] = stream
@@ -577,8 +589,8 @@ public actor TalkController {
     }
 
     private var saveVoiceNote: @Sendable ([UInt8], String) -> Void {
-        let (dir, keep) = (config.voiceNoteDirectory, config.keepVoiceNotes)
-        return { note, id in VoiceNotes.save(note, id: id, directory: dir, keep: keep) }
+        let (dir, keep, maxAge) = (config.voiceNoteDirectory, config.keepVoiceNotes, config.voiceNotesMaxAgeMs)
+        return { note, id in VoiceNotes.save(note, id: id, directory: dir, keep: keep, maxAgeMs: maxAge) }
     }
 
     /// Puts the turn in the durable outbox (or sends it, without one); answers `delivered`.
@@ -591,16 +603,18 @@ public actor TalkController {
                           "sizeBytes": .number(Double(note.count)), "durationMs": .number(ms.rounded())]
         }
         notes.removeValue(forKey: id)
+        delivery = (id, outbox)
         let (outbox, channel, log, post, attachment) = (self.outbox, self.channel, self.log, self.post, noteAttachment)
         jobs.append {
             let key: String
             if let k = sessionKey { key = k } else { key = await channel.mainSessionKey() ?? "main" }
             if let outbox {
                 do {
-                    _ = try await outbox.enqueue(sessionKey: key, message: message,
-                                                 attachmentsJSON: attachment.map { JSONValue.array([$0]).description },
-                                                 thinking: "low", idempotencyKey: idem)
-                    post.yield(.input(.delivered(id: id, .queued, idempotencyKey: idem)))
+                    // nil: a cancel took the turn back before it was written.
+                    let item = try await outbox.enqueueTurn(sessionKey: key, message: message,
+                                                            attachmentsJSON: attachment.map { JSONValue.array([$0]).description },
+                                                            thinking: "low", idempotencyKey: idem)
+                    post.yield(.input(.delivered(id: id, item == nil ? .cancelled : .queued, idempotencyKey: idem)))
                 } catch {
                     log.log(.error, "talk", "the turn could not be queued: \(error)")
                     post.yield(.input(.delivered(id: id, .notQueued, idempotencyKey: idem)))
@@ -651,7 +665,7 @@ extension TalkController {
     nonisolated func send(_ item: Item) {
         guard case .terminated = post.yield(item) else { return }
         switch item {
-        case .command(_, _, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
+        case .command(_, _, _, let c): c.resume(returning: .failed(PTTError(code: "UNAVAILABLE", message: "the talk loop has stopped")))
         case .call(let body): Task { await body(self) }
         default: break
         }
@@ -668,8 +682,23 @@ extension TalkController {
         }
     }
 
+    /// Posts a command and waits for its answer. A caller that is cancelled meanwhile (the
+    /// gateway's node.invoke.cancel or timeout, `InvokeSignal` says which) is an input of its
+    /// own: the machine decides what it means for the turn the command waits for, and answers.
     private nonisolated func command(_ c: TalkMachine.Command, session: String? = nil) async -> TalkMachine.Answer {
-        await withCheckedContinuation { send(.command(c, session: session, $0)) }
+        let token = tokens.withLock { $0 += 1; return $0 }
+        let signal = InvokeSignal.current
+        let ended: @Sendable () -> Void = { [self] in send(.input(.invokeEnded(token: token, signal?.reason ?? .cancelled))) }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { cont in
+                send(.command(c, session: session, token: token, cont))
+                // Cancelled before the command was posted: onCancel has run already, too early
+                // for the machine to know the token. Say it again behind the command.
+                if Task.isCancelled { ended() }
+            }
+        } onCancel: {
+            ended()
+        }
     }
 
     /// `session`: where the turn goes (the gateway-stamped key of an invoke); nil: the current session.
@@ -817,7 +846,8 @@ extension TalkController {
     /// Reads `talk.config` from the gateway: its `silenceTimeoutMs` wins over the local default.
     /// Gateways without the method (or without the key) leave the config as it is.
     public nonisolated func syncGatewayConfig() async {
-        guard let result = try? await channel.request("talk.config", params: [:], timeoutMs: 10_000) else { return }
+        // As the operator session asks it (issue 26): secrets are never wanted here.
+        guard let result = try? await channel.request("talk.config", params: ["includeSecrets": false], timeoutMs: 10_000) else { return }
         if let ms = result["config"]?["talk"]?["silenceTimeoutMs"]?.intValue, ms >= 200, ms <= 10_000 {
             await onLoop { await $0.applySilenceTimeout(Int(ms)) }
         }
@@ -885,21 +915,5 @@ extension TalkController {
     private func logWakeModels(_ w: WakeListener) {
         for m in w.missing { log.log(.warning, "wake", m.description) }
         if let e = w.loadError { log.log(.error, "wake", e) }
-    }
-}
-
-/// Voice notes of recent captures on disk, for debugging and re-sending; not an archive.
-enum VoiceNotes {
-    static func save(_ note: [UInt8], id: String, directory: String?, keep: Int) {
-        guard let dir = directory else { return }
-        let fm = FileManager.default
-        try? fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        _ = fm.createFile(atPath: dir + "/\(id).opus", contents: Data(note), attributes: [.posixPermissions: 0o600])
-        guard let names = try? fm.contentsOfDirectory(atPath: dir).filter({ $0.hasSuffix(".opus") }), names.count > keep else { return }
-        let dated = names.compactMap { n -> (String, Date)? in
-            guard let d = (try? fm.attributesOfItem(atPath: dir + "/" + n))?[.modificationDate] as? Date else { return nil }
-            return (n, d)
-        }.sorted { $0.1 < $1.1 }
-        for (n, _) in dated.prefix(names.count - keep) { try? fm.removeItem(atPath: dir + "/" + n) }
     }
 }

@@ -3,7 +3,8 @@
 // timers. Inputs are events (commands, microphone frames with the speaker's state, relay and
 // outbox results, chat events, session changes, ticks) with the time as a number; outputs
 // are actions that TalkController carries out. No I/O, no clock reads, no tasks: every
-// interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs.
+// interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs, and
+// so is the gateway giving up on an invoked command (its cancel or its timeout).
 
 import Audio
 import Foundation
@@ -155,15 +156,29 @@ public struct TalkMachine: Sendable {
     public enum Phase: Sendable {
         case idle
         case capturing(Capture)
-        /// The relay is being closed and the turn delivered; its result is on its way.
+        /// The relay is being closed (transcript, voice note); its result is on its way.
         case ending(Capture)
+        /// The turn is being written to the outbox (`deliver` issued, `delivered` not yet in).
+        /// A cancel here cannot simply drop the capture: the turn may be committed already.
+        case delivering(Capture, Delivery)
 
-        public var captureId: String? {
+        public var captureId: String? { capture?.id }
+
+        public var capture: Capture? {
             switch self {
             case .idle: return nil
-            case .capturing(let c), .ending(let c): return c.id
+            case .capturing(let c), .ending(let c), .delivering(let c, _): return c
             }
         }
+    }
+
+    /// The turn being delivered.
+    public struct Delivery: Sendable, Equatable {
+        public var idempotencyKey: String
+        /// What the result reports (nil for a voice note).
+        public var transcript: String?
+        /// A cancel asked for the turn back (`withdrawTurn` is out; `withdrawn` decides).
+        public var withdrawing = false
     }
 
     /// How a finished relay stream came out (RelayUplink.Outcome plus what the executor kept).
@@ -182,6 +197,11 @@ public struct TalkMachine: Sendable {
     public enum Input: Sendable {
         /// `session`: the session the gateway stamped on the invoke (nil: the current one).
         case command(Command, token: Int, freshId: String, session: String? = nil)
+        /// The gateway stopped waiting for the command behind `token` (node.invoke.cancel, its
+        /// timeoutMs, the node's socket gone). A turn no one waits for any more is not sent.
+        case invokeEnded(token: Int, InvokeEnd)
+        /// The outbox's answer to `withdrawTurn`: `removed` when the turn will not be sent.
+        case withdrawn(id: String, removed: Bool)
         /// A microphone frame; `voice`: the voice detector's probability for it (nil: not run,
         /// the endpointer then judges by level).
         case frame(PCMBuffer, speaker: SpeakerState, voice: Double? = nil)
@@ -241,6 +261,8 @@ public struct TalkMachine: Sendable {
         case cancelCapture(id: String)
         /// Put the turn in the outbox (text, or the voice note when `voiceNote`) and follow its reply.
         case deliver(id: String, message: String, voiceNote: Bool, sessionKey: String?, idempotencyKey: String)
+        /// Take the turn back out of the outbox unless it is on the wire or sent (answers `withdrawn`).
+        case withdrawTurn(id: String, idempotencyKey: String)
         case followReply(runId: String)
         case feedReply(runId: String)
         case closeReply(runId: String)
@@ -324,6 +346,10 @@ public struct TalkMachine: Sendable {
         switch input {
         case .command(let command, let token, let freshId, let session):
             command_(command, token: token, freshId: freshId, session: session, nowMs: nowMs, out: &out)
+        case .invokeEnded(let token, let why):
+            invokeEnded(token: token, why, out: &out)
+        case .withdrawn(let id, let removed):
+            withdrawn(id: id, removed: removed, out: &out)
         case .frame(let frame, let speaker, let voice):
             frame_(frame, speaker: speaker, voice: voice, nowMs: nowMs, out: &out)
         case .microphone(let state):
@@ -339,13 +365,7 @@ public struct TalkMachine: Sendable {
         case .relayFinished(let id, let finished):
             relayFinished(id: id, finished, nowMs: nowMs, out: &out)
         case .delivered(let id, let status, let key):
-            if status == .notQueued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
-            if status == .notQueued { out.append(.cue(.error)) }
-            if case .ending(let c) = phase, c.id == id {
-                if case .wake = c.kind { lastWakeSendAtMs = nowMs }
-                // The transcript was recorded with the delivery; resolve with it.
-                resolve(id, PTTResult(captureId: id, transcript: pendingTranscript, status: status), out: &out)
-            }
+            delivered(id: id, status, key: key, nowMs: nowMs, out: &out)
         case .switchSession(let key, let reason):
             interrupt(reason: reason, out: &out)
             chosenSession = key
@@ -397,16 +417,13 @@ public struct TalkMachine: Sendable {
         return out
     }
 
-    /// The transcript of the turn being delivered, for its result.
-    private var pendingTranscript: String?
-
     // MARK: commands
 
     private mutating func command_(_ command: Command, token: Int, freshId: String, session: String?, nowMs: Int64, out: inout [Action]) {
         switch command {
         case .start:
             switch phase {
-            case .capturing(let c), .ending(let c):
+            case .capturing(let c), .ending(let c), .delivering(let c, _):
                 out.append(.answer(token: token, .captureId(c.id)))
             case .idle:
                 if muted {
@@ -419,7 +436,7 @@ public struct TalkMachine: Sendable {
             }
         case .once:
             switch phase {
-            case .capturing(let c), .ending(let c):
+            case .capturing(let c), .ending(let c), .delivering(let c, _):
                 out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .busy))))
             case .idle:
                 if muted {
@@ -438,7 +455,7 @@ public struct TalkMachine: Sendable {
             case .capturing(let c):
                 waiters[c.id, default: []].append(token)
                 end(c, reason: "stop", out: &out)
-            case .ending(let c):
+            case .ending(let c), .delivering(let c, _):
                 waiters[c.id, default: []].append(token)
             }
         case .cancel:
@@ -448,8 +465,88 @@ public struct TalkMachine: Sendable {
             case .capturing(let c), .ending(let c):
                 discard(c, reason: "cancelled", out: &out)
                 out.append(.answer(token: token, .result(PTTResult(captureId: c.id, status: .cancelled))))
+            case .delivering(let c, let d):
+                // The answer waits for the outbox: `cancelled` only if the turn really stays unsent.
+                waiters[c.id, default: []].append(token)
+                withdraw(c, d, reason: "cancelled", out: &out)
             }
         }
+    }
+
+    // MARK: cancellation while delivering
+
+    /// The gateway gave up on a command. One still waiting for its parts ends unstarted; one
+    /// waiting for a turn cancels that turn if no other command waits for it too (then it
+    /// keeps waiting, and gets the turn's real result). An already answered one changes nothing.
+    private mutating func invokeEnded(token: Int, _ why: InvokeEnd, out: inout [Action]) {
+        let reason = why == .disconnected ? "the node's gateway connection was lost" : "the gateway's invoke \(why.rawValue)"
+        if let i = deferred.firstIndex(where: { $0.token == token }) {
+            let d = deferred.remove(at: i)
+            out.append(.answer(token: token, d.command == .once ? .result(PTTResult(captureId: d.freshId, status: .cancelled))
+                                                                 : .failed(PTTError(code: "CANCELLED", message: reason))))
+            out.append(.log(.info, "talk", "\(d.command) \(d.freshId) not started: \(reason)"))
+            return
+        }
+        guard let c = phase.capture, waiters[c.id] == [token] else { return }
+        switch phase {
+        case .capturing, .ending: discard(c, reason: "cancelled: \(reason)", out: &out)
+        case .delivering(_, let d): withdraw(c, d, reason: "cancelled: \(reason)", out: &out)
+        case .idle: break
+        }
+    }
+
+    /// A cancel while the turn is being written. The outbox is asked for it back, and the
+    /// waiters are answered with what really happened: `cancelled` when it is taken back
+    /// (or was never written), `queued` when chat.send already has it. Answering `cancelled`
+    /// at once would tell the gateway a turn was dropped that then goes out with its reply spoken.
+    private mutating func withdraw(_ c: Capture, _ d: Delivery, reason: String, out: inout [Action]) {
+        guard !d.withdrawing else { return }
+        var d = d
+        d.withdrawing = true
+        phase = .delivering(c, d)
+        out.append(.withdrawTurn(id: c.id, idempotencyKey: d.idempotencyKey))
+        out.append(.log(.info, "talk", "capture \(c.id) \(reason) while its turn was being queued: taking it back"))
+    }
+
+    private mutating func delivered(id: String, _ status: PTTStatus, key: String, nowMs: Int64, out: inout [Action]) {
+        guard case .delivering(let c, let d) = phase, c.id == id else {
+            // A turn no longer followed here: only its reply needs closing.
+            if status != .queued, replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
+            if status == .notQueued { out.append(.cue(.error)) }
+            return
+        }
+        if d.withdrawing {
+            // Committed: the outbox's answer to withdrawTurn decides.
+            if status == .queued { return }
+            // Not written (failed, or refused because it was taken back first): nothing went out.
+            taken(c, d, out: &out)
+            return
+        }
+        if status == .notQueued {
+            if replies.removeValue(forKey: key) != nil { out.append(.closeReply(runId: key)) }
+            out.append(.cue(.error))
+        }
+        if case .wake = c.kind { lastWakeSendAtMs = nowMs }
+        // The transcript was recorded with the delivery; resolve with it.
+        resolve(id, PTTResult(captureId: id, transcript: d.transcript, status: status), out: &out)
+    }
+
+    private mutating func withdrawn(id: String, removed: Bool, out: inout [Action]) {
+        guard case .delivering(let c, let d) = phase, c.id == id, d.withdrawing else { return }
+        if removed {
+            taken(c, d, out: &out)
+        } else {
+            // Too late: chat.send has it. Say so; its reply is followed as any sent turn's.
+            out.append(.log(.info, "talk", "capture \(id): the cancel came too late, its turn is already sent"))
+            resolve(id, PTTResult(captureId: id, transcript: d.transcript, status: .queued), out: &out)
+        }
+    }
+
+    /// The turn stays unsent: no reply to follow, every waiter hears `cancelled`.
+    private mutating func taken(_ c: Capture, _ d: Delivery, out: inout [Action]) {
+        if replies.removeValue(forKey: d.idempotencyKey) != nil { out.append(.closeReply(runId: d.idempotencyKey)) }
+        out.append(.log(.info, "talk", "capture \(c.id) cancelled: its turn was not sent"))
+        resolve(c.id, PTTResult(captureId: c.id, status: .cancelled), out: &out)
     }
 
     /// A stop or cancel with nothing live: it ends a start that is still waiting for its parts
@@ -530,15 +627,13 @@ public struct TalkMachine: Sendable {
         out.append(.cancelCapture(id: c.id))
         if case .wake = c.kind { out.append(.wakeOutcome("cancelled")) }
         phase = .idle
-        pendingTranscript = nil
         resolveWaiters(c.id, PTTResult(captureId: c.id, status: .cancelled), out: &out)
         out.append(.log(.info, "talk", "capture \(c.id) \(reason)"))
     }
 
     private mutating func resolve(_ id: String, _ result: PTTResult, out: inout [Action]) {
-        if case .ending(let c) = phase, c.id == id, case .wake = c.kind { out.append(.wakeOutcome(result.status.rawValue)) }
+        if let c = phase.capture, c.id == id, case .wake = c.kind { out.append(.wakeOutcome(result.status.rawValue)) }
         if phase.captureId == id { phase = .idle }
-        pendingTranscript = nil
         resolveWaiters(id, result, out: &out)
     }
 
@@ -576,7 +671,7 @@ public struct TalkMachine: Sendable {
                 // `once` and wake end on silence after speech; a held capture only at its hard cap.
                 end(c, reason: "\(reason)", out: &out)
             }
-        case .ending:
+        case .ending, .delivering:
             out.append(.listen(frame, wake: false))  // pre-roll only: no wake until the turn is out
         case .idle:
             let clean = settings.headset || settings.echoCancelled
@@ -637,7 +732,7 @@ public struct TalkMachine: Sendable {
             // The capture in progress and the commands waiting for the microphone end now.
             switch phase {
             case .capturing(let c), .ending(let c): discard(c, reason: "cancelled: muted", out: &out)
-            case .idle: break
+            case .delivering, .idle: break  // a turn being queued finishes (see interrupt)
             }
             for d in deferred { out.append(.answer(token: d.token, .failed(.muted))) }
             deferred.removeAll()
@@ -692,8 +787,7 @@ public struct TalkMachine: Sendable {
                     return
                 }
             }
-            deliver(c, message: message, voiceNote: false, nowMs: nowMs, out: &out)
-            pendingTranscript = message
+            deliver(c, message: message, transcript: message, voiceNote: false, nowMs: nowMs, out: &out)
         case .transcript:
             resolve(id, PTTResult(captureId: id, status: .empty), out: &out)
         case .unavailable(let why):
@@ -703,11 +797,11 @@ public struct TalkMachine: Sendable {
                 return
             }
             out.append(.log(.info, "talk", "sending capture \(id) as a voice note: \(why)"))
-            deliver(c, message: "", voiceNote: true, nowMs: nowMs, out: &out)
+            deliver(c, message: "", transcript: nil, voiceNote: true, nowMs: nowMs, out: &out)
         }
     }
 
-    private mutating func deliver(_ c: Capture, message: String, voiceNote: Bool, nowMs: Int64, out: inout [Action]) {
+    private mutating func deliver(_ c: Capture, message: String, transcript: String?, voiceNote: Bool, nowMs: Int64, out: inout [Action]) {
         var message = message
         if let prefix = pendingInterruption {
             // The iPhone's TalkPromptBuilder: tell the agent where it was cut off.
@@ -718,6 +812,7 @@ public struct TalkMachine: Sendable {
         let key = "turn-" + c.id.lowercased()
         // Follow the run before it is sent: its first deltas may arrive before the acknowledgement.
         follow(runId: key, nowMs: nowMs, out: &out)
+        phase = .delivering(c, Delivery(idempotencyKey: key, transcript: transcript))
         out.append(.deliver(id: c.id, message: message, voiceNote: voiceNote, sessionKey: c.sessionKey ?? currentSession,
                             idempotencyKey: key))
     }
@@ -751,7 +846,10 @@ public struct TalkMachine: Sendable {
         generation += 1
         switch phase {
         case .capturing(let c), .ending(let c): discard(c, reason: "cancelled: \(reason)", out: &out)
-        case .idle: break
+        // A turn being written to the durable outbox is not the capture any more: it finishes
+        // (it survives a lost connection by design) and its waiters get its real status. Its
+        // reply is closed below with the others.
+        case .delivering, .idle: break
         }
         for d in deferred {
             out.append(.answer(token: d.token, .failed(PTTError(code: "CANCELLED", message: reason))))

@@ -91,11 +91,14 @@ public struct WakeStatus: Sendable, Equatable {
     public var lastPhrase: String?
     /// What the last wake turn came to: "queued", "empty", "cancelled", …
     public var lastOutcome: String?
+    /// The node is muted: nothing is listened for until unmuted, whatever the models say.
+    public var muted = false
 
     public var json: JSONValue {
         var o: [String: JSONValue] = [
             "enabled": .bool(enabled),
-            "state": .string(!enabled ? "off" : listening.isEmpty ? "no models" : "listening"),
+            "state": .string(!enabled ? "off" : muted ? "muted" : listening.isEmpty ? "no models" : "listening"),
+            "muted": .bool(muted),
             "triggers": .array(triggers.map { .string($0) }),
             "listening": .array(listening.map { .string($0) }),
             "missing": .array(missing.map { ["phrase": .string($0.phrase), "command": .string($0.command),

@@ -2,7 +2,7 @@
 // and webrtc's VAD on held-out speech (flite awb/rms) in noise, and false "speech" on noise alone.
 // `clawvoice-bench --endpoint`: end of speech on multi-clause sentences with pauses: the time
 // from the last word to the decision and the share of sentences cut early, at 400, 700 and
-// 900 ms windows. Both print Markdown tables (README.md quotes them) and are pure compute.
+// 900 ms windows. Both print Markdown tables (docs/measurements.md quotes them) and are pure compute.
 
 import Audio
 import Foundation

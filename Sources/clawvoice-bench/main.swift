@@ -23,10 +23,20 @@ import Store
 import Talk
 import WakeWord
 
+let args = CommandLine.arguments.dropFirst()
+switch BenchUsage.check(Array(args)) {
+case .run: break
+case .help:
+    print(BenchUsage.text)
+    exit(0)
+case .usage(let why):
+    FileHandle.standardError.write(Data("clawvoice-bench: \(why)\n\n\(BenchUsage.text)\n".utf8))
+    exit(2)
+}
+
 // On a CPU newer than OpenBLAS's table, use the kernels it has (as the clawvoice executable does).
 BLASKernels.reexecIfGeneric()
 
-let args = CommandLine.arguments.dropFirst()
 let json = args.contains("--json")
 let rounds = args.firstIndex(of: "--rounds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 5
 

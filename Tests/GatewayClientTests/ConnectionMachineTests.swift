@@ -542,6 +542,16 @@ private struct Driver {
         #expect(d.phase == .opening)
     }
 
+    @Test func `a blocked attempt pauses with its problem, and start tries again`() {
+        var d = Driver()
+        d.send(.start)
+        let problem = ConnectionProblem(code: "NO_OPERATOR_TOKEN", summary: "no operator token", nextStep: "pair the operator")
+        #expect(d.send(.blocked(problem)) == [.paused(problem)])
+        #expect(d.phase == .paused(problem))
+        #expect(d.send(.poll, at: 60_000) == [])
+        #expect(d.send(.start) == [.openSocket])
+    }
+
     @Test func `start from a wait opens at once`() {
         var d = Driver()
         d.send(.start)

@@ -158,6 +158,35 @@ import WebSocketTransport
         await g.stop()
     }
 
+    // Issue 24: a setup code whose pairing hands over no operator token left the operator
+    // "waiting for the node session to finish pairing" forever. Now it pauses saying what to do.
+    @Test func `a setup code without an operator part pairs the node and pauses the operator saying what is missing`() async throws {
+        let h = try Harness()
+        defer { h.cleanup() }
+        let g = try await gateway { $0.bootstrapHandsOverOperator = false }
+        let code = await g.makeSetupCode()
+        let setup = try SetupCode.parse(code, nowMs: Int64(Date().timeIntervalSince1970 * 1000))
+        try h.addGateway(setup.url, bootstrap: setup.bootstrapToken)
+        let creds = GatewayCredentials(bootstrapToken: setup.bootstrapToken)
+        let node = h.session(.node, url: setup.url, credentials: creds)
+        let op = h.session(.operator, url: setup.url, credentials: creds)
+        await op.start()
+        await node.start()
+        #expect(await eventually("node connected, operator paused") {
+            let a = await node.isConnected
+            let b = await op.currentStatus().state == .paused
+            return a && b
+        })
+        let st = await op.currentStatus()
+        #expect(st.detail.contains("no operator token"), "\(st)")
+        #expect(st.nextStep?.contains("clawvoice pair --url \(setup.url) --token-file FILE") == true, "\(st)")
+        #expect(try h.store.token(gateway: "lb", role: "node") != nil)
+        #expect(try h.store.token(gateway: "lb", role: "operator") == nil)
+        await node.stop()
+        await op.stop()
+        await g.stop()
+    }
+
     @Test func `a pinned TLS gateway connects and a wrong pin is refused showing both fingerprints`() async throws {
         let h = try Harness()
         defer { h.cleanup() }

@@ -80,16 +80,22 @@ private func mismatch(_ message: String, _ details: JSONValue?) -> ErrorShape {
         }
     }
 
-    @Test func `the operator never falls back: it needs protocol 4`() {
+    @Test func `the operator falls back too: 4…4 first, then 3…3 once (issue 26)`() {
         var m = ConnectionMachine()
-        m.allowsLegacyProtocol = false
         _ = m.handle(.start, nowMs: 0)
+        #expect(ConnectParams.protocolRange(for: .operator, protocolFallback: m.protocolFallback) == 4...4)
         _ = m.handle(.challenge(ConnectChallenge(nonce: "n", ts: 1)), nowMs: 1)
-        _ = m.handle(.connectRejected(mismatch("protocol mismatch", ["expectedProtocol": 3])), nowMs: 2)
+        let actions = m.handle(.connectRejected(mismatch("protocol mismatch", ["expectedProtocol": 3])), nowMs: 2)
+        #expect(actions.first == .closeSocket(code: 1000, reason: "retry protocol 3"))
+        #expect(m.protocolFallback)
+        #expect(ConnectParams.protocolRange(for: .operator, protocolFallback: m.protocolFallback) == 3...3)
+        // A second mismatch after the fallback still needs a person.
+        guard case .waiting(let until, _) = m.phase else { Issue.record("not waiting: \(m.phase)"); return }
+        _ = m.handle(.poll, nowMs: until)
+        _ = m.handle(.challenge(ConnectChallenge(nonce: "n2", ts: 2)), nowMs: until + 1)
+        _ = m.handle(.connectRejected(mismatch("protocol mismatch", ["expectedProtocol": 3])), nowMs: until + 2)
         guard case .paused(let problem) = m.phase else { Issue.record("not paused: \(m.phase)"); return }
-        #expect(!m.protocolFallback)
-        #expect(problem.summary == "the gateway speaks protocol 3, this session speaks 4")
-        #expect(ConnectParams.protocolRange(for: .operator, protocolFallback: true) == 4...4)
+        #expect(problem.code == "PROTOCOL_MISMATCH")
     }
 
     @Test func `after the v3 session ends the next connect offers 3…4 again`() {

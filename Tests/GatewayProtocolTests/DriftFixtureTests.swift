@@ -6,6 +6,8 @@
 //   E  openclaw/esp-openclaw-node components/esp-openclaw-node/test_apps/…/test_esp_openclaw_node.c @a4fff14e
 //   I  openclaw/openclaw crates/openclaw-node-host/src/identity.rs @8d2f97c6 (its v3 signing test)
 //   T  openclaw/openclaw src/gateway/talk/handlers/session.ts, transcription-relay.ts @8032cf1f
+//   A  the Android app's hello-ok test fixture with talk-session-target-v1 (drift-12b D2, [U id 66037848767])
+//   P  docs/gateway/protocol/rpc-bootstrap-and-events.md @13957377 (drift-12b D3: later deltas omit `message`)
 
 import Foundation
 import GatewayProtocol
@@ -148,5 +150,25 @@ private struct DecodingTestFailure: Error, CustomStringConvertible {
         #expect(issue == TalkIssue(code: "realtime_unavailable", message: "No realtime voice provider configured", phase: "request"))
         #expect(issue.description == "realtime_unavailable: No realtime voice provider configured (phase request)")
         #expect(TalkIssue(details: ["reason": "talk_unconfigured"]) == nil)
+    }
+    // A: the capability and the agent-scoped session defaults (issue 26, D2).
+    @Test func `A: hello-ok with talk-session-target-v1 and an agent-scoped main session`() throws {
+        guard case .response(let r) = try GatewayFrame.decode(#"{"type":"res","id":"c","ok":true,"payload":{"type":"hello-ok","features":{"methods":[],"capabilities":["talk-session-target-v1"]},"auth":{"scopes":["operator.read","operator.talk"]},"snapshot":{"sessionDefaults":{"mainSessionKey":"agent:work:main","mainKey":"main"}}}}"#) else {
+            Issue.record("not a response"); return
+        }
+        let hello = try #require(HelloOk(payload: r.payload))
+        #expect(hello.capabilities == ["talk-session-target-v1"] && hello.methods.isEmpty)
+        #expect(hello.mainSessionKey == "agent:work:main")
+        #expect(try #require(HelloOk(payload: ["type": "hello-ok", "protocol": 3])).capabilities.isEmpty, "not stated: none")
+    }
+
+    // P: only the first text frame of a run carries the snapshot; later ones only deltaText (D3).
+    @Test func `P: a later delta without message decodes to its deltaText alone`() throws {
+        let first = try #require(ChatEvent(payload: try event(#"{"type":"event","event":"chat","payload":{"runId":"r","sessionKey":"agent:work:main","seq":0,"state":"delta","deltaText":"Hello","message":{"role":"assistant","content":[{"type":"text","text":"Hello"}]}}}"#).payload))
+        let later = try #require(ChatEvent(payload: try event(#"{"type":"event","event":"chat","payload":{"runId":"r","sessionKey":"agent:work:main","seq":1,"state":"delta","deltaText":" there"}}"#).payload))
+        #expect(first.messageText == "Hello" && first.deltaText == "Hello")
+        #expect(later.messageText == nil && later.deltaText == " there" && !later.replace)
+        let cleared = try #require(ChatEvent(payload: ["runId": "r", "sessionKey": "k", "seq": 2, "state": "delta", "deltaText": "", "replace": true]))
+        #expect(cleared.replace && cleared.deltaText == "" && cleared.messageText == nil)
     }
 }

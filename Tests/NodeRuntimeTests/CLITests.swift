@@ -132,7 +132,7 @@ private func requestIds(in text: String) -> [String] {
 
     @Test func `plain ws to a non-loopback host is refused before connecting`() async throws {
         let env = try CLIEnvironment()
-        let o = try await env.run(["pair", "--url", "ws://192.0.2.1:18789", "--token", "t", "--timeout", "1"])
+        let o = try await env.run(["pair", "--url", "ws://192.0.2.1:18789", "--token-file", try env.scratch.write("token", "t"), "--timeout", "1"])
         let line = expectOneLineFailure(o)
         #expect(line.contains("ws://"), "\(o)")
         #expect(line.contains("192.0.2.1"), "\(o)")
@@ -192,7 +192,7 @@ private func requestIds(in text: String) -> [String] {
         defer { Task { await gateway.stop() } }
         let url = await gateway.url
         let env = try CLIEnvironment()
-        let pair = try env.spawn(["pair", "--url", url, "--token", "t1", "--timeout", "30"])
+        let pair = try env.spawn(["pair", "--url", url, "--token-file", try env.scratch.write("token", "t1"), "--timeout", "30"])
 
         // The CLI prints the approval command before anything is approved.
         let asked = await eventually(.seconds(15)) { !requestIds(in: pair.stdout).isEmpty || !pair.isRunning }
@@ -248,9 +248,9 @@ private func requestIds(in text: String) -> [String] {
         let b = try await startGateway(auth: .token("tb"), autoApprove: true)
         defer { Task { await a.stop(); await b.stop() } }
         let env = try CLIEnvironment()
-        let pairA = try await env.run(["pair", "--url", await a.url, "--token", "ta", "--name", "alpha", "--timeout", "20"], timeout: .seconds(25))
+        let pairA = try await env.run(["pair", "--url", await a.url, "--token-file", try env.scratch.write("token", "ta"), "--name", "alpha", "--timeout", "20"], timeout: .seconds(25))
         #expect(pairA.status == 0, "\(pairA)")
-        let pairB = try await env.run(["pair", "--url", await b.url, "--token", "tb", "--name", "beta", "--timeout", "20"], timeout: .seconds(25))
+        let pairB = try await env.run(["pair", "--url", await b.url, "--token-file", try env.scratch.write("token", "tb"), "--name", "beta", "--timeout", "20"], timeout: .seconds(25))
         #expect(pairB.status == 0, "\(pairB)")
 
         func listed() async throws -> [String: Bool] {
@@ -391,7 +391,7 @@ private func requestIds(in text: String) -> [String] {
         defer { Task { await a.stop(); await b.stop() } }
         let env = try CLIEnvironment()
         for (g, token, name) in [(a, "ta", "alpha"), (b, "tb", "beta")] {
-            let pair = try await env.run(["pair", "--url", await g.url, "--token", token, "--name", name, "--timeout", "20"], timeout: .seconds(25))
+            let pair = try await env.run(["pair", "--url", await g.url, "--token-file", try env.scratch.write("token", token), "--name", name, "--timeout", "20"], timeout: .seconds(25))
             #expect(pair.status == 0, "\(pair)")
         }
         let daemon = try env.spawn(["--log-level", "debug", "run"])

@@ -74,7 +74,7 @@ import Glibc
         try await gateway.start()
         defer { Task { await gateway.stop() } }
         env.extra["PULSE_SERVER"] = pulse.server
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "controls-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "controls-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
         var daemon = try await startDaemon(env)
 
@@ -86,6 +86,11 @@ import Glibc
         #expect(try await status(env)?["muted"] as? Bool == true)
         let text = try await env.run(["status"])
         #expect(text.stdout.contains("muted: microphone and wake word off"), "\(text)")
+        // One microphone state, and the wake line agrees with it (issue 24).
+        #expect(text.stdout.components(separatedBy: "\n  mic ").count == 2, "\(text)")
+        #expect(text.stdout.contains("  wake      off while muted") && !text.stdout.contains("listening for"), "\(text)")
+        let wakeState = ((try await status(env))?["wake"] as? [String: Any])?["state"] as? String
+        #expect(wakeState == nil || wakeState == "muted", "\(String(describing: wakeState))")
         let refused = try await env.run(["ptt", "once"], timeout: .seconds(10))
         #expect(refused.status == 1 && refused.stderr.contains("MUTED"), "\(refused)")
 

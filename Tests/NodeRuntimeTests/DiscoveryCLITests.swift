@@ -264,13 +264,13 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         env.extra["DBUS_SYSTEM_BUS_ADDRESS"] = ns.bus
 
         // Off a terminal, two found: listed, and asked for --name or a URL; nothing saved.
-        let two = try await env.run(["pair", "--token", "t-kitchen", "--timeout", "10"])
+        let two = try await env.run(["pair", "--token-file", try env.scratch.write("token", "t-kitchen"), "--timeout", "10"])
         #expect(two.status == 1, "\(two)")
         #expect(two.stderrLines.count == 1 && two.stderr.contains("found 2 gateways"), "\(two)")
         #expect(two.stderr.contains("\"Kitchen\" ws://127.0.0.1:\(port)") && two.stderr.contains("\"Attic\" ws://127.0.0.1:9"), "\(two)")
         #expect(two.stderr.contains("--name NAME"), "\(two)")
 
-        let named = try await env.run(["pair", "--name", "Kitchen", "--token", "t-kitchen", "--timeout", "20"], timeout: .seconds(30))
+        let named = try await env.run(["pair", "--name", "Kitchen", "--token-file", try env.scratch.write("token", "t-kitchen"), "--timeout", "20"], timeout: .seconds(30))
         #expect(named.status == 0, "\(named)")
         #expect(named.stdout.contains("Using Kitchen (local.) at ws://127.0.0.1:\(port)"), "\(named)")
         #expect(named.stdout.contains("node: paired and connected") && named.stdout.contains("operator: paired and connected"), "\(named)")
@@ -285,7 +285,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
             jsonArray(try await env.run(in: ns, ["discover", "--json"]).stdout)?.count == 1
         }
         #expect(withdrawn, "Attic is still listed")
-        let one = try await env.run(["pair", "--token", "t-kitchen", "--timeout", "20"], timeout: .seconds(30))
+        let one = try await env.run(["pair", "--token-file", try env.scratch.write("token", "t-kitchen"), "--timeout", "20"], timeout: .seconds(30))
         #expect(one.status == 0, "\(one)")
         #expect(one.stdout.contains("Found one gateway, Kitchen (local.) at ws://127.0.0.1:\(port); using it"), "\(one)")
     }
@@ -305,7 +305,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
         FileManager.default.createFile(atPath: out, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        p.arguments = ["-qec", "\(try ExecutableLookup.require().path) pair --token t-kitchen --timeout 20", "/dev/null"]
+        p.arguments = ["-qec", "\(try ExecutableLookup.require().path) pair --token-file \(try env.scratch.write("token", "t-kitchen")) --timeout 20", "/dev/null"]
         p.environment = env.variables
         let input = Pipe()
         p.standardInput = input

@@ -58,7 +58,7 @@ import WebSocketTransport
         #expect(ok(b, "daemon") == false && ok(b, "espeak-voice") == true && ok(b, "wake-models") == true && ok(b, "disk") == true, "\(before)")
 
         // A gateway that is gone: one ✗ line naming it, in the text form.
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "doctor-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "doctor-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
         let daemon = try env.spawn(["run"])
         defer { daemon.signal(SIGTERM) }
@@ -79,7 +79,9 @@ import WebSocketTransport
                 .write(toFile: capture, atomically: true, encoding: .utf8)
         }
         let lines = good.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.last?.hasPrefix("all ") == true && lines.dropLast().allSatisfy { $0.hasPrefix("✓ ") }, "\(good)")
+        // First what to do while it listens, then the checks.
+        #expect(lines.first?.hasPrefix("Listening to the microphone") == true && lines.first?.contains("for 1 s: speak now") == true, "\(good)")
+        #expect(lines.last?.hasPrefix("all ") == true && lines.dropFirst().dropLast().allSatisfy { $0.hasPrefix("✓ ") }, "\(good)")
         for expected in ["✓ microphone hears sound", "✓ played a 1 s tone on cv_speaker", "✓ node: paired and connected",
                          "✓ operator: paired and connected", "✓ clock matches the gateway's", "✓ daemon running (pid \(daemon.pid))",
                          "✓ a wake model for every trigger (openclaw, claude, computer; from the gateway)"] {

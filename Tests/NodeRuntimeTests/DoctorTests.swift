@@ -113,7 +113,7 @@ import Testing
                                     nextStep: "openclaw devices approve r_1")
         #expect(failing(f).map(\.text) == ["✗ operator: pairing: waiting for approval, request r_1 → openclaw devices approve r_1"])
         f.roles["operator"] = .init(hasToken: false)
-        #expect(failing(f).first?.fix == "clawvoice pair <setup-code> (or clawvoice pair --url wss://gw.local:18789 --token TOKEN)")
+        #expect(failing(f).first?.fix == "clawvoice pair <setup-code> (or clawvoice pair --url wss://gw.local:18789 --token-file FILE)")
         f.daemonPid = nil
         f.roles = ["node": .init(hasToken: true), "operator": .init(hasToken: true)]
         #expect(failing(f).map(\.id) == ["daemon"])

@@ -31,7 +31,7 @@ import Glibc
         { events: { muted: "env | grep ^CLAWVOICE_ | sort > \(out)/muted.env",
                     listeningStarted: "echo \\"$CLAWVOICE_CAPTURE_ID $CLAWVOICE_TRIGGER\\" >> \(out)/started" } }
         """)
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "events-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "events-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
         let daemon = try env.spawn(["--config", config, "run"])
         defer { daemon.signal(SIGTERM) }

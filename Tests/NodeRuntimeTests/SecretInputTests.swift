@@ -26,7 +26,7 @@ private func gateway(_ auth: LoopbackGateway.AuthMode, autoApprove: Bool) async 
 }
 
 @Suite struct `Secret input` {
-    @Test func `a secret comes from the flag, a file, standard input or the fallback, trimmed`() throws {
+    @Test func `a secret comes from a file, standard input or the fallback, trimmed`() throws {
         let f = io(file: ["/t": "file-token\n"], stdin: "  typed-token \r")
         #expect(try Secrets.resolve("token", value: nil, file: "/t", fallback: "env", command: "pair", io: f) == "file-token")
         let prompts = LockedBox<[String]>([])
@@ -34,7 +34,26 @@ private func gateway(_ auth: LoopbackGateway.AuthMode, autoApprove: Bool) async 
                                     io: io(stdin: "typed-token\n", prompts: prompts)) == "typed-token")
         #expect(prompts.get() == ["Gateway token: "])
         #expect(try Secrets.resolve("password", value: nil, file: nil, fallback: "from-env", command: "pair", io: f) == "from-env")
-        #expect(try Secrets.resolve("password", value: "p", file: nil, fallback: "from-env", command: "pair", io: f) == "p")
+    }
+
+    @Test func `a secret given as a value on the command line is refused, naming the three ways`() async throws {
+        do {
+            _ = try Secrets.resolve("password", value: "p", file: nil, fallback: "from-env", command: "pair", io: io())
+            Issue.record("--password VALUE was accepted")
+        } catch {
+            #expect(error.description.contains("--password -") && error.description.contains("--password-file FILE")
+                    && error.description.contains("CLAWVOICE_GATEWAY_PASSWORD"), "\(error)")
+        }
+        // Issue 24: `pair --token VALUE` put the token where `ps` shows it; now it ends at once.
+        let env = try CLIEnvironment()
+        let o = try await env.run(["pair", "--url", "ws://127.0.0.1:1", "--token", "s3cret", "--timeout", "5"])
+        #expect(o.status == 2 && o.stderrLines.count == 1, "\(o)")
+        let line = o.stderrLines.first ?? ""
+        for way in ["--token -", "--token-file FILE", "CLAWVOICE_GATEWAY_TOKEN", "`ps`"] {
+            #expect(line.contains(way), "expected \(way) in: \(line)")
+        }
+        #expect(!line.contains("s3cret") && o.stdout.isEmpty, "\(o)")
+        #expect(!FileManager.default.fileExists(atPath: env.stateDir), "nothing may be stored")
     }
 
     @Test func `conflicting, missing, unreadable or empty secrets are one-line usage errors`() {

@@ -21,6 +21,17 @@ import Testing
         #expect(notes.contains("to keep it running without a login (and start it at boot): sudo loginctl enable-linger pi"))
     }
 
+    @Test func `the Debian package's unit in /usr/lib/systemd/user is found for /usr/bin and enabled by name`() {
+        let unit = "/usr/lib/systemd/user/clawvoice.service"
+        #expect(ServiceFacts.installedUnit(executable: "/usr/bin/clawvoice", exists: { $0 == unit }) == unit)
+        #expect(ServiceFacts.installedUnit(executable: "/home/pi/.local/bin/clawvoice", exists: { $0 == unit }) == nil)
+        let both = ServiceFacts.installedUnit(executable: "/usr/bin/clawvoice", exists: { $0.hasSuffix("clawvoice.service") })
+        #expect(both == "/usr/share/systemd/user/clawvoice.service")
+        let (steps, notes) = ServicePlan.install(facts(exe: "/usr/bin/clawvoice", installed: unit))
+        #expect(steps == [.systemctl(["daemon-reload"]), .systemctl(["enable", "--now", "clawvoice.service"])])
+        #expect(notes.contains("unit: \(unit)"))
+    }
+
     @Test func `a unit under another prefix is enabled by its path, which links it`() {
         let unit = "/opt/cv/share/systemd/user/clawvoice.service"
         let (steps, _) = ServicePlan.install(facts(exe: "/opt/cv/bin/clawvoice", installed: unit))

@@ -27,7 +27,7 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         try await g.start()
         defer { Task { await g.stop() } }
         let env = try CLIEnvironment()
-        let o = try await env.run(["pair", "--url", await g.url, "--token", "wrong", "--timeout", "10"], timeout: .seconds(20))
+        let o = try await env.run(["pair", "--url", await g.url, "--token-file", try env.scratch.write("token", "wrong"), "--timeout", "10"], timeout: .seconds(20))
         let line = stderrOneLine(o)
         #expect(line.lowercased().contains("token"), "\(line)")
         #expect(!o.stdout.contains("Pairing stopped") && !o.stdout.contains("node: ") && !o.stdout.contains("operator: "), "\(o)")
@@ -44,7 +44,8 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
     }
 
     @Test func `a URL with a non-ASCII path is reported as a bad path, not a bad port`() async throws {
-        let o = try await CLIEnvironment().run(["pair", "--url", "ws://localhost:9/é", "--token", "x", "--timeout", "2"])
+        let env = try CLIEnvironment()
+        let o = try await env.run(["pair", "--url", "ws://localhost:9/é", "--token-file", try env.scratch.write("token", "x"), "--timeout", "2"])
         #expect(o.stderrLines.count == 1 && o.stderr.contains("path") && !o.stderr.contains("port"), "\(o)")
     }
 }

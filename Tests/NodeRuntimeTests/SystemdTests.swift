@@ -93,7 +93,7 @@ final class NotifySocket: @unchecked Sendable {
         try await gateway.start()
         defer { Task { await gateway.stop() } }
         env.extra["PULSE_SERVER"] = pulse.server
-        let pair = try await env.run(["pair", "--url", await gateway.url, "--token", "notify-token", "--timeout", "20"], timeout: .seconds(25))
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--token-file", try env.scratch.write("token", "notify-token"), "--timeout", "20"], timeout: .seconds(25))
         #expect(pair.status == 0, "\(pair)")
 
         let notify = try NotifySocket(path: env.scratch.sub("notify.sock"))

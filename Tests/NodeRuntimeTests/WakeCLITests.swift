@@ -71,9 +71,12 @@ struct SoundServerProcess {
         #expect(status == 0, "stderr: \(listener.stderr)\nstdout: \(listener.stdout.suffix(600))")
         let lines = listener.stdout.split(separator: "\n").map(String.init)
         let detections = lines.filter { $0.hasPrefix("{\"phrase\":\"openclaw\"") }
-        // A score line at least every 250 ms of audio, on 80 ms step boundaries (every 320 ms) for 9 s;
-        // the trigger's are starred (at or over threshold), the rest are not.
-        let scoreLines = lines.filter { $0.hasPrefix("openclaw ") }
+        // A reading at least every 250 ms of audio, on 80 ms step boundaries (every 320 ms) for 9 s:
+        // the level (a plain number: stdout is not a terminal) and the score, the trigger's
+        // starred (at or over threshold), the rest not.
+        let scoreLines = lines.filter { $0.hasPrefix("level ") && $0.contains(" dBFS  openclaw ") || $0.hasPrefix("level silent  openclaw ") }
+        #expect(!listener.stdout.contains("\u{1B}") && !listener.stdout.contains("\r"), "no terminal codes in a pipe")
+        #expect(scoreLines.contains { !$0.hasPrefix("level silent") }, "the espeak-ng audio shows a level: \(scoreLines.suffix(5))")
         #expect(scoreLines.count >= 25, "\(scoreLines.count) score lines")
         let starred = scoreLines.filter { $0.hasSuffix(" *") }.count
         #expect(starred < 5, "\(starred) starred lines")

@@ -224,14 +224,14 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
                     tokens.append(d.command(commands[step]).token)
                 } else if case .ending(let c) = d.m.phase {
                     d.feed(.relayFinished(id: c.id, transcript))
-                    if case .ending = d.m.phase { d.feed(.delivered(id: c.id, .queued, idempotencyKey: "turn-\(c.id.lowercased())")) }
+                    if case .delivering = d.m.phase { d.feed(.delivered(id: c.id, .queued, idempotencyKey: "turn-\(c.id.lowercased())")) }
                 }
             }
             // Finish whatever is still live.
             if case .capturing = d.m.phase { d.command(.stop) }
             if case .ending(let c) = d.m.phase {
                 d.feed(.relayFinished(id: c.id, transcript))
-                if case .ending = d.m.phase { d.feed(.delivered(id: c.id, .queued, idempotencyKey: "turn-\(c.id.lowercased())")) }
+                if case .delivering = d.m.phase { d.feed(.delivered(id: c.id, .queued, idempotencyKey: "turn-\(c.id.lowercased())")) }
             }
             #expect(d.m.isIdle, "\(seq)")
             for t in tokens { #expect(d.answers(t).count == 1, "command \(t) of \(seq)") }

@@ -47,7 +47,7 @@ extension TalkAudio {
 
     @Test(arguments: [(true, false), (false, true)])
     func `speech then loud noise: the capture ends while the noise goes on`(headset: Bool, echoCancel: Bool) async throws {
-        // Steady noise and clatter; music-like chords are the detector's known weak spot (README).
+        // Steady noise and clatter; music-like chords are the detector's known weak spot (docs/measurements.md).
         for noise in [BenchNoise.pink, .clatter] {
             let r = try await Self.capture(headset: headset, echoCancel: echoCancel, detector: .model, noise: noise)
             // Pre-roll (300 ms) + the 150 ms before playback + speech + the 700 ms window, with

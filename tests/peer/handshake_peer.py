@@ -9,11 +9,14 @@ Scenarios: first pairing with the shared token; a second run on the stored devic
 (sent as auth.deviceToken, signed over that token; the shared secret then leaves SQLite),
 during which node.invoke.request arrives with sessionKey as a value, null, omitted and only
 nested in params, every event carrying unknown top-level keys; a released-v3 gateway that
-refuses 3..4 with details {expectedProtocol:3} and no code (one retry with 3..3 on a fresh
-socket, new nonce and signature); AUTH_TOKEN_MISMATCH naming protocol 3 (no retry); and
-`clawvoice run` on a private PulseAudio answering system.notify as the Linux node does
+refuses 3..4 (and the operator's 4..4) with details {expectedProtocol:3} and no code (one retry
+with 3..3 on a fresh socket, new nonce and signature, for both roles: issue 26); AUTH_TOKEN_MISMATCH
+naming protocol 3 (no retry); OPERATOR_ACCESS_DENIED retried with backoff and named by `pair`
+(drift D9); `clawvoice run` on a private PulseAudio answering system.notify as the Linux node does
 ({"ok": true} once spoken from the peer's own tts.speak clip; "INVALID_REQUEST: empty
-notification").
+notification"); and one push-to-talk turn through `clawvoice run` against a gateway with
+talk.agentId, talk-session-target-v1, closed talk.* schemas and chat deltas whose later frames
+carry no `message` (drift D2, D3, D4, protocol-drift-2026-12b.md).
 
 Usage: handshake_peer.py PATH/TO/clawvoice
 Prints one line per check and ends with "N passed, M failed".
@@ -172,11 +175,13 @@ class Peer:
 class OldGatewayPeer:
     """A released protocol-3 gateway as the official clients' tests show it: it refuses a range
     above 3 with INVALID_REQUEST "protocol mismatch" and details {expectedProtocol:3}, no code,
-    and answers hello-ok with protocol 3. Nodes only; operators (always 4..4) are let in so
-    `pair` can finish. `first_error` replaces the mismatch with another rejection shape."""
+    and answers hello-ok with protocol 3, for both roles (issue 26: the operator offers 4..4 and
+    must come back with 3..3 as the node does). `first_error` replaces the node's mismatch with
+    another rejection shape."""
 
     def __init__(self, first_error=None):
         self.node_connects = []     # (params, nonce)
+        self.operator_connects = [] # (params, nonce)
         self.first_error = first_error
 
     async def handler(self, ws):
@@ -189,20 +194,19 @@ class OldGatewayPeer:
             return
         params = frame.get("params", {})
         role = params.get("role")
-        if role == "node":
-            self.node_connects.append((params, nonce, ts))
-            if self.first_error is not None:
-                await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": False, "error": self.first_error}))
-                await ws.close(1008, "rejected")
-                return
-            if params.get("maxProtocol", 0) > 3 or params.get("minProtocol", 0) > 3:
-                await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": False, "error": {
-                    "code": "INVALID_REQUEST", "message": "protocol mismatch", "details": {"expectedProtocol": 3}}}))
-                await ws.close(1002, "protocol mismatch")
-                return
+        (self.node_connects if role == "node" else self.operator_connects).append((params, nonce, ts))
+        if role == "node" and self.first_error is not None:
+            await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": False, "error": self.first_error}))
+            await ws.close(1008, "rejected")
+            return
+        if params.get("maxProtocol", 0) > 3 or params.get("minProtocol", 0) > 3:
+            await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": False, "error": {
+                "code": "INVALID_REQUEST", "message": "protocol mismatch", "details": {"expectedProtocol": 3}}}))
+            await ws.close(1002, "protocol mismatch")
+            return
         await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {
-            "type": "hello-ok", "protocol": 3 if role == "node" else 4, "server": {"version": "peer-v3", "connId": str(uuid.uuid4())},
-            "features": {"methods": [], "events": ["tick"]},
+            "type": "hello-ok", "protocol": 3, "server": {"version": "peer-v3", "connId": str(uuid.uuid4())},
+            "features": {"methods": ["chat.send", "chat.history"], "events": ["tick"]},
             "auth": {"role": role, "scopes": params.get("scopes", []), "deviceToken": "dt_v3_" + role, "issuedAtMs": ts},
             "policy": {"maxPayload": 26214400, "maxBufferedBytes": 52428800, "tickIntervalMs": 15000}}}))
         try:
@@ -268,7 +272,7 @@ async def released_v3(binary):
     old = OldGatewayPeer()
     async with serve(old.handler, "127.0.0.1", 0, origins=None) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        code, out = await run_node(binary, fresh_env(), ["pair", "--url", url, "--token", SHARED, "--timeout", "20"])
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "20"])
     check("released-v3 gateway: pair exits 0", code == 0, out[-400:])
     c = old.node_connects
     check("released-v3 gateway: exactly two node connects (3..4, then 3..3)", len(c) == 2
@@ -291,6 +295,23 @@ async def released_v3(binary):
         check("released-v3 gateway: same client envelope apart from the range",
               {k: v for k, v in p1.items() if k not in ("minProtocol", "maxProtocol", "device")}
               == {k: v for k, v in p2.items() if k not in ("minProtocol", "maxProtocol", "device")})
+    o = old.operator_connects
+    check("released-v3 gateway: the operator offers 4..4, then falls back to 3..3 once (issue 26)", len(o) == 2
+          and (o[0][0].get("minProtocol"), o[0][0].get("maxProtocol")) == (4, 4)
+          and (o[1][0].get("minProtocol"), o[1][0].get("maxProtocol")) == (3, 3),
+          [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in o])
+    if len(o) >= 2:
+        (q1, m1, _u1), (q2, m2, u2) = o[0], o[1]
+        e2 = q2.get("device", {})
+        check("released-v3 gateway: the operator's retry signs its own fresh challenge", m1 != m2 and e2.get("nonce") == m2
+              and e2.get("signedAt") == u2 and e2.get("signature") != q1.get("device", {}).get("signature"))
+        pk = b64url_decode(e2.get("publicKey", ""))
+        cl = q2.get("client", {})
+        auth = q2.get("auth", {})
+        token = auth.get("token") or auth.get("deviceToken") or ""
+        msg = payload("v3", e2.get("id"), cl.get("id"), cl.get("mode"), "operator", q2.get("scopes", []), e2.get("signedAt"),
+                      token, e2.get("nonce"), cl.get("platform"), cl.get("deviceFamily"))
+        check("released-v3 gateway: the operator's 3..3 signature verifies", verify(pk, msg, e2.get("signature", "")))
 
 
 async def no_retry_on_auth_mismatch(binary):
@@ -298,7 +319,7 @@ async def no_retry_on_auth_mismatch(binary):
                                       "details": {"code": "AUTH_TOKEN_MISMATCH", "expectedProtocol": 3}})
     async with serve(old.handler, "127.0.0.1", 0, origins=None) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        code, out = await run_node(binary, fresh_env(), ["pair", "--url", url, "--token", "wrong-token", "--timeout", "6"])
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN="wrong-token"), ["pair", "--url", url, "--timeout", "6"])
     check("AUTH_TOKEN_MISMATCH naming protocol 3: pair stops with exit 1", code == 1, out[-300:])
     check("AUTH_TOKEN_MISMATCH naming protocol 3: no 3..3 retry, no second connect", len(old.node_connects) == 1,
           [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in old.node_connects])
@@ -426,6 +447,252 @@ async def run_daemon_notify(binary):
           peer.speak_calls)
 
 
+class AccessDeniedPeer:
+    """D9: the operator authenticates, but the gateway's access policy grants it nothing yet:
+    `OPERATOR_ACCESS_DENIED` ("keep reconnecting with backoff so newly granted access applies
+    without user action", docs/gateway/protocol/auth.md @0711ee47). The first `denials`
+    operator connects are refused that way, then access is granted."""
+
+    def __init__(self, denials=2):
+        self.denials = denials
+        self.operator_times = []
+
+    async def handler(self, ws):
+        nonce = str(uuid.uuid4())
+        ts = int(time.time() * 1000)
+        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
+        try:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        except Exception:
+            return
+        params = frame.get("params", {})
+        role = params.get("role")
+        if role == "operator":
+            self.operator_times.append(time.monotonic())
+            if len(self.operator_times) <= self.denials:
+                await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": False, "error": {
+                    "code": "INVALID_REQUEST", "message": "operator access denied",
+                    "details": {"code": "OPERATOR_ACCESS_DENIED"}}}))
+                await ws.close(1008, "operator access denied")
+                return
+        await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {
+            "type": "hello-ok", "protocol": 4, "server": {"version": "peer-d9", "connId": str(uuid.uuid4())},
+            "features": {"methods": ["chat.send"], "events": ["tick"]},
+            "auth": {"role": role, "scopes": params.get("scopes", []), "deviceToken": "dt_d9_" + role, "issuedAtMs": ts},
+            "policy": {"maxPayload": 26214400, "maxBufferedBytes": 52428800, "tickIntervalMs": 15000}}}))
+        try:
+            async for _ in ws:
+                pass
+        except Exception:
+            pass
+
+
+async def operator_access_denied(binary):
+    peer = AccessDeniedPeer(denials=2)
+    async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "30"])
+    t = peer.operator_times
+    check("OPERATOR_ACCESS_DENIED: pair keeps retrying and finishes once access is granted", code == 0 and len(t) == 3,
+          (code, len(t), out[-400:]))
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    check("OPERATOR_ACCESS_DENIED: retries back off (no hot loop)", len(gaps) == 2 and min(gaps) >= 0.2, gaps)
+    check("OPERATOR_ACCESS_DENIED: pair says the access policy grants nothing yet, not a generic failure",
+          "access policy grants this device nothing yet" in out, out[-400:])
+
+
+# The reply the talk peer streams: only the first delta carries the cumulative `message`, later
+# ones only `deltaText` (D3, docs/gateway/protocol/rpc-bootstrap-and-events.md @13957377).
+REPLY_DELTAS = ["The plan is simple.", " Rest first.", " Then work."]
+TALK_CREATE_KEYS = {"sessionKey", "agentId", "mode", "transport", "brain", "language", "provider", "model", "voice"}
+
+
+class TalkPeer:
+    """A protocol-4 gateway for one push-to-talk turn through `clawvoice run`: hello-ok lists
+    `talk-session-target-v1`; talk.config names talk.agentId " Work " and session.mainKey "Desk"
+    (D2: the node must talk to agent:work:desk); talk.config and talk.session.create are closed
+    schemas that refuse unknown params (D4); the transcription relay answers with a transcript;
+    chat.send gets a reply whose later deltas carry no `message` (D3); talk.speak records what
+    is spoken."""
+
+    def __init__(self):
+        self.requests = []          # (method, params)
+        self.schema_rejections = []
+        self.spoken = []
+        self.both = asyncio.Event()
+        self.roles = set()
+        self.reply_done = asyncio.Event()
+
+    def closed_schema(self, method, params, allowed):
+        extra = sorted(set(params) - allowed)
+        if extra:
+            self.schema_rejections.append((method, extra))
+            return {"code": "INVALID_REQUEST", "message": f"invalid {method} params: at root: unexpected property '{extra[0]}'"}
+        return None
+
+    async def answer(self, ws, method, rid, p):
+        if method == "talk.config":
+            err = self.closed_schema(method, p, {"includeSecrets"})
+            if err:
+                return False, err
+            return True, {"config": {"talk": {"agentId": " Work ", "silenceTimeoutMs": 700}, "session": {"mainKey": "Desk"}}}
+        if method == "talk.session.create":
+            err = self.closed_schema(method, p, TALK_CREATE_KEYS)
+            if err:
+                return False, err
+            return True, {"sessionId": "relay-1", "transcriptionSessionId": "relay-1", "mode": "transcription",
+                          "transport": "gateway-relay", "brain": "none", "provider": "peer",
+                          "audio": {"inputEncoding": "g711_ulaw", "inputSampleRateHz": 8000}}
+        if method == "talk.session.appendAudio":
+            return True, {"ok": True}
+        if method == "talk.session.close":
+            async def transcript():
+                await asyncio.sleep(0.05)
+                await ws.send(json.dumps({"type": "event", "event": "talk.event", "payload": {
+                    "transcriptionSessionId": "relay-1", "type": "transcript", "text": "what is the plan", "final": True}}))
+            asyncio.get_running_loop().create_task(transcript())
+            return True, {"ok": True}
+        if method == "chat.send":
+            run = p.get("idempotencyKey", "run")
+            asyncio.get_running_loop().create_task(self.stream_reply(ws, run, p.get("sessionKey", "")))
+            return True, {"runId": run, "status": "started"}
+        if method == "chat.history":
+            return True, {"sessionKey": p.get("sessionKey"), "messages": []}
+        if method == "voicewake.get":
+            return True, {"triggers": ["openclaw"]}
+        if method == "talk.speak":
+            self.spoken.append(p.get("text"))
+            if " ".join(self.spoken).strip() == "".join(REPLY_DELTAS):
+                self.reply_done.set()
+            return True, {"audioBase64": base64.b64encode(sine_wav(0.2, 24000)).decode(), "provider": "peer",
+                          "outputFormat": "wav", "mimeType": "audio/wav", "fileExtension": ".wav"}
+        return False, {"code": "INVALID_REQUEST", "message": f"unknown method: {method}"}
+
+    async def stream_reply(self, ws, run, key):
+        seq, text = 0, ""
+        for i, d in enumerate(REPLY_DELTAS):
+            await asyncio.sleep(0.05)
+            text += d
+            ev = {"runId": run, "sessionKey": key, "seq": seq, "state": "delta", "deltaText": d}
+            if i == 0:
+                ev["message"] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+            await ws.send(json.dumps({"type": "event", "event": "chat", "payload": ev, "seq": seq + 1}))
+            seq += 1
+        await ws.send(json.dumps({"type": "event", "event": "chat", "seq": seq + 1, "payload": {
+            "runId": run, "sessionKey": key, "seq": seq, "state": "final",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}}))
+
+    async def handler(self, ws):
+        nonce = str(uuid.uuid4())
+        ts = int(time.time() * 1000)
+        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
+        try:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        except Exception:
+            return
+        params = frame.get("params", {})
+        role = params.get("role")
+        await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {
+            "type": "hello-ok", "protocol": 4, "server": {"version": "peer-talk", "connId": str(uuid.uuid4())},
+            "features": {"methods": ["chat.send", "chat.history", "voicewake.get", "talk.config", "talk.speak",
+                                     "talk.session.create", "talk.session.appendAudio", "talk.session.close"],
+                         "events": ["tick", "chat", "talk.event"], "capabilities": ["talk-session-target-v1"]},
+            "snapshot": {"sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"}},
+            "auth": {"role": role, "scopes": params.get("scopes", []), "deviceToken": "dt_talk_" + role, "issuedAtMs": ts},
+            "policy": {"maxPayload": 26214400, "maxBufferedBytes": 52428800, "tickIntervalMs": 15000}}}))
+        self.roles.add(role)
+        if self.roles >= {"node", "operator"}:
+            self.both.set()
+        try:
+            async for raw in ws:
+                msg = json.loads(raw if isinstance(raw, str) else raw.decode())
+                if msg.get("type") != "req":
+                    continue
+                method, rid, p = msg.get("method"), msg.get("id"), msg.get("params") or {}
+                self.requests.append((method, p))
+                ok, body = await self.answer(ws, method, rid, p)
+                res = {"type": "res", "id": rid, "ok": ok}
+                res["payload" if ok else "error"] = body
+                await ws.send(json.dumps(res))
+        except Exception:
+            pass
+
+
+async def talk_turn(binary):
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "audio", "pulse-server.sh")
+    pulse_dir = tempfile.mkdtemp(prefix="clawvoice-peer-pulse-")
+    penv = dict(os.environ, CLAWVOICE_PULSE_DIR=pulse_dir)
+    started = subprocess.run(["bash", script, "start"], env=penv, capture_output=True, text=True)
+    if started.returncode != 0:
+        check("talk turn: private PulseAudio started", False, started.stderr[-300:])
+        return
+    pulse = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export PULSE_SERVER=")]
+    peer = TalkPeer()
+    proc = None
+    status = {}
+    log = ""
+    try:
+        async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
+            url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            env = fresh_env()
+            cfg = os.path.join(env["XDG_CONFIG_HOME"], "clawvoice")
+            os.makedirs(cfg, exist_ok=True)
+            with open(os.path.join(cfg, "config.json5"), "w") as f:
+                f.write("{ wake: { enabled: false } }\n")
+            env.update(CLAWVOICE_GATEWAY_URL=url, CLAWVOICE_GATEWAY_TOKEN=SHARED, PULSE_SERVER=pulse[0] if pulse else "")
+            proc = await asyncio.create_subprocess_exec(binary, "run", env=env, stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.STDOUT)
+            try:
+                await asyncio.wait_for(peer.both.wait(), 20)
+                # The operator reads talk.config once it is in; give the target a moment to settle.
+                for _ in range(50):
+                    if any(m == "talk.config" for (m, _p) in peer.requests):
+                        break
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(0.5)
+                code, out = await run_node(binary, env, ["status", "--json"], timeout=10)
+                try:
+                    status = json.loads(out)
+                except Exception:
+                    status = {"unparsed": out[-300:]}
+                await run_node(binary, env, ["ptt", "start"], timeout=30)
+                await asyncio.sleep(0.5)
+                # stop answers once the turn is queued: relay close, transcript, outbox (slow on a busy machine).
+                await run_node(binary, env, ["ptt", "stop"], timeout=60)
+                await asyncio.wait_for(peer.reply_done.wait(), 40)
+            except asyncio.TimeoutError:
+                pass
+            proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), 15)
+            except asyncio.TimeoutError:
+                proc.kill()
+                out, _ = await proc.communicate()
+            log = out.decode(errors="replace")
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+        subprocess.run(["bash", script, "stop"], env=penv, capture_output=True)
+    by = {}
+    for (m, p) in peer.requests:
+        by.setdefault(m, []).append(p)
+    configs = by.get("talk.config", [])
+    check("D2: talk.config is asked with exactly {includeSecrets: false}", configs and all(c == {"includeSecrets": False} for c in configs),
+          configs)
+    check("D2: status names the agent-scoped target agent:work:desk (trimmed, lowercased)",
+          status.get("sessionKey") == "agent:work:desk", status.get("sessionKey", status))
+    sends = by.get("chat.send", [])
+    check("D2: the push-to-talk turn goes to agent:work:desk", len(sends) == 1 and sends[0].get("sessionKey") == "agent:work:desk"
+          and sends[0].get("message") == "what is the plan", sends or log[-600:])
+    creates = by.get("talk.session.create", [])
+    check("D2: the transcription relay stays sessionless (no sessionKey, no agentId)", len(creates) == 1
+          and creates[0].get("mode") == "transcription" and "sessionKey" not in creates[0] and "agentId" not in creates[0], creates)
+    check("D4: no request carried a param the closed schemas refuse", peer.schema_rejections == [], peer.schema_rejections)
+    check("D3: every sentence is spoken, also those whose deltas carried no message",
+          " ".join(peer.spoken).strip() == "".join(REPLY_DELTAS), peer.spoken or log[-600:])
+
+
 async def run_node(binary, env, args, timeout=40):
     proc = await asyncio.create_subprocess_exec(binary, *args, env=env, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
@@ -446,7 +713,7 @@ async def main(binary):
     async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
         port = server.sockets[0].getsockname()[1]
         url = f"ws://127.0.0.1:{port}"
-        code, out = await run_node(binary, env, ["pair", "--url", url, "--token", SHARED, "--timeout", "30"])
+        code, out = await run_node(binary, dict(env, CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "30"])
         check("pair exits 0 after both roles are approved", code == 0, out[-400:])
         check("pair printed the approve command for the node", "openclaw devices approve r_peer_node" in out, out[-400:])
         check("pair printed the approve command for the operator", "openclaw devices approve r_peer_operator" in out)
@@ -490,7 +757,9 @@ async def main(binary):
 
     await released_v3(binary)
     await no_retry_on_auth_mismatch(binary)
+    await operator_access_denied(binary)
     await run_daemon_notify(binary)
+    await talk_turn(binary)
     passed = sum(results)
     failed = len(results) - passed
     print(f"{passed} passed, {failed} failed")
