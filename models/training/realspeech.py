@@ -220,7 +220,8 @@ def report(meta, results, seed):
     for recipe, res in sorted(results["recipes"].items()):
         for word in real.YARDSTICK:
             if word in res:
-                line, pooled = row(f"{word}, ours (recipe {recipe}, {res[word]['recipeNote']})", res[word]["threshold"], res[word])
+                flags = res[word]["recipeNote"].partition(" ")[2].strip("()")    # "v9 (--real-negatives ...)": the flags
+                line, pooled = row(f"{word}, ours (recipe {recipe}{': ' + flags if flags else ''})", res[word]["threshold"], res[word])
                 rows[(recipe, word)] = pooled
                 lines.append(line)
     for name, label, thr in (("pymicro", "alexa, `pymicro-wakeword` (microWakeWord)", "0.9, mean of 5"),

@@ -12,7 +12,7 @@ repo="$(cd "$here/../.." && pwd)"
 recipe="${WAKE_YARDSTICK_RECIPE:-v4}"
 case "$recipe" in
   v4) flags=() ;;
-  v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag -v9) ;;   # models/training/RULE-V9.md
+  v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
   *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4 or v9)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
