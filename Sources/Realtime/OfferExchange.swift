@@ -56,7 +56,7 @@ public enum OfferExchange {
         let body = Array(offer.utf8)
         request += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         let bytes = Array(request.utf8) + body
-        let where_ = "\(security == .plain ? "http" : "https")://\(hostHeader):\(port)"
+        let endpoint = "\(security == .plain ? "http" : "https")://\(hostHeader):\(port)"
         // A thread of its own: the exchange blocks (poll) for up to `timeout`.
         let response: [UInt8] = try await withCheckedThrowingContinuation { c in
             let t = Thread {
@@ -64,7 +64,7 @@ public enum OfferExchange {
                     c.resume(returning: try ByteExchange.run(host: host, port: port, security: security, request: bytes, timeout: timeout,
                                                              maxResponseBytes: maxAnswerBytes + 16 * 1024, isComplete: isComplete))
                 } catch {
-                    c.resume(throwing: explain(error, endpoint: where_))
+                    c.resume(throwing: explain(error, endpoint: endpoint))
                 }
             }
             t.name = "offer-post"

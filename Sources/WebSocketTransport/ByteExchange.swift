@@ -114,7 +114,7 @@ public enum ByteExchange {
             if out.count > maxResponseBytes { throw .responseTooLarge(limit: maxResponseBytes) }
             if isComplete(out) { return out }
             if let ended {
-                if ended == "server closed the TLS session" { return out }
+                if ended == TLSClientSession.closeNotify { return out }  // a clean end: the response is what came
                 throw .ioFailed(ended)
             }
             try socket.sendAll(tls.takeCiphertext())  // a key update's answer, if any

@@ -99,7 +99,9 @@ func offerFailure(_ body: () async throws -> String) async -> String? {
             let s = server.fingerprint.index(server.fingerprint.startIndex, offsetBy: i)
             return server.fingerprint[s..<server.fingerprint.index(s, offsetBy: 2)].uppercased()
         }.joined(separator: ":")
+        let started = ContinuousClock.now
         #expect(try await server.post("/offer", pin: pasted).hasPrefix("v=0"))
+        print("offer POST over TLS on loopback (connect, handshake, pin check, POST, answer; debug build): \(ContinuousClock.now - started)")
         #expect(try await server.served(count: 2) == ["/offer", "/offer"])
     }
 
