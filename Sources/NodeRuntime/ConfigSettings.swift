@@ -107,7 +107,7 @@ extension ClawConfig {
             .bool("talk.calls", \.talk.calls,
                   "Realtime calls with the agent (`clawvoice call`, ptt.callKey, and talk.start from the agent once the gateway allows it in gateway.nodes.commands.allow). Off by default: turning it on declares talk.start/talk.stop, which the gateway approves again."),
             .optionalString("talk.callsHttpOrigin", \.talk.callsHttpOrigin,
-                            "The gateway's HTTP origin for the call's SDP offer, e.g. \"http://gateway.lan:18789\"; null: the gateway URL's (ws→http, wss→https).",
+                            "The gateway's HTTP origin for the call's SDP offer, e.g. \"http://gateway.lan:18789\"; null: the gateway URL's (ws→http, wss→https). An https origin is trusted as the gateway's WebSocket is: on the gateway's host by its pin (gateway.tlsFingerprint) when it has one; otherwise by the system CAs and the host name.",
                             accept: { $0.hasPrefix("http://") || $0.hasPrefix("https://") ? $0 : nil }, refusal: "must be an http:// or https:// origin"),
             .optionalString("talk.callsIceAddress", \.talk.callsIceAddress,
                             "Gather the call's ICE candidates on this one local address only; null: every host address."),
