@@ -80,16 +80,17 @@ public enum BenchVoice: Sendable, Equatable, CustomStringConvertible {
             guard f.count == 2, let end = Double(f[1]) else { continue }
             segments.append((String(f[0]), segments.last?.end ?? 0, end))
         }
+        guard segments.count > 2, segments.first?.name == "pau", segments.last?.name == "pau" else { return nil }
         let inner = segments.dropFirst().dropLast().filter { $0.name == "pau" }
         guard inner.count == clauses.count - 1 else { return nil }
+        // From the end of flite's leading pause to the start of its trailing one, cut at each inner pause.
         var parts: [[Int16]] = []
-        var from = 0
-        for s in inner {
+        var from = min(Int(segments[0].end * 16_000), x.count)
+        for s in inner + [segments[segments.count - 1]] {
             let a = min(max(Int(s.start * 16_000), from), x.count)
             parts.append(Array(x[from..<a]))
             from = min(Int(s.end * 16_000), x.count)
         }
-        parts.append(Array(x[from...]))
         return parts
     }
 }
