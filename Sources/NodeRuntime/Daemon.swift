@@ -266,6 +266,7 @@ public final class NodeDaemon: Sendable {
     static func talkConfig(_ c: ClawConfig, stateDir: String) -> TalkConfig {
         var t = TalkConfig()
         t.silenceTimeoutMs = c.talk.silenceTimeoutMs
+        t.endOfTurn = c.talk.endOfTurn
         t.onceMaxMs = c.talk.onceMaxMs
         t.captureMaxMs = c.talk.captureMaxMs
         t.preRollMs = c.audio.preRollMs
