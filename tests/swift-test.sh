@@ -23,7 +23,7 @@ if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; s
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
 quiet='EchoCancelTests|EchoRoomTests|StopWordTests/..stop. said over|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
 '|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
-'|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'\
+'|WakeOverReplyTests|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'\
 '|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'
 width="${TEST_WIDTH:-4}"
 log=.build/swift-test.log

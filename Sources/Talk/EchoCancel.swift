@@ -198,6 +198,11 @@ final class CaptureCleaner {
     private var farQuietSamples = Int.max / 2
     /// The linear filter's span (120 ms) and a margin: how long an echo can outlast the reference.
     static let echoTailSamples = 3_200
+    /// How long the detectors stay on the linear path after the speaker went quiet (1.5 s, a
+    /// trigger's length): a trigger begun over the reply and finished after a barge-in stopped
+    /// it is heard through one path, not half through each (WakeOverReplyTests: 0 of 9 switching
+    /// paths after the echo's tail).
+    static let detectorHoldSamples = 24_000
     /// False: every frame runs the cancellers (the bench's "before" figure).
     var idleSkip = true
     /// Frames that went through the cancellers (the rest: the noise suppressor alone).
@@ -250,7 +255,7 @@ final class CaptureCleaner {
         let farSilent = !far.contains(where: { $0 != 0 })
         let quietBefore = farQuietSamples
         farQuietSamples = farSilent ? farQuietSamples + far.count : 0
-        if idleSkip && farSilent && quietBefore > Self.echoTailSamples {
+        if idleSkip && farSilent && quietBefore > Self.detectorHoldSamples {
             let out = suppressedOnly(frame)
             return CleanedFrame(uplink: out, detector: out)
         }
@@ -271,8 +276,9 @@ final class CaptureCleaner {
         let linearOut = lin.process(near: frame.samples, far: far, nearTalking: talking)
         // With nothing played for longer than the filter's span there is no echo to take out, and
         // the heads hear better through the noise suppressor (more wakes with the speaker silent):
-        // the detectors get the linear path only while an echo can be in the frame.
-        let detector = farQuietSamples > Self.echoTailSamples ? uplink : PCMBuffer(format: frame.format, samples: linearOut)
+        // the detectors get the linear path only while an echo can be in the frame, and for a
+        // trigger's length after.
+        let detector = farQuietSamples > Self.detectorHoldSamples ? uplink : PCMBuffer(format: frame.format, samples: linearOut)
         return CleanedFrame(uplink: uplink, detector: detector)
     }
 

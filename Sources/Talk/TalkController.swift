@@ -514,6 +514,8 @@ public actor TalkController {
             return .stopWordHeard
         case .resetWake:
             wake?.detector?.reset()
+        case .wakeRelief(let logits):
+            wake?.detector?.thresholdRelief = Float(logits)
         case .playChime:
             if let pcm = wake?.chimeSound {
                 let speech = self.speech

@@ -108,6 +108,9 @@ public final class WakeDetector {
     /// `scoreBuffer` holds the heads' scores for the histories as they are now.
     private var scoresCurrent = false
     private var thresholdLogits: [Float]
+    /// Lowers every threshold by this many logits while it is set: the node's own voice, though
+    /// cancelled, leaves a residue that takes a trigger said over it a little below its bar.
+    public var thresholdRelief: Float = 0
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
 
@@ -209,7 +212,9 @@ public final class WakeDetector {
         // Of the models over their threshold for long enough, the one furthest over (in logits) bids.
         var best = -1
         var bestMargin: Float = 0
-        for i in 0..<heads.count where confirmation.step(i, over: scoreBuffer[i] >= thresholds[i]) {
+        let relief = thresholdRelief
+        for i in 0..<heads.count where confirmation.step(i, over: relief == 0 ? scoreBuffer[i] >= thresholds[i]
+                                                                            : Self.logit(scoreBuffer[i]) >= thresholdLogits[i] - relief) {
             let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
             if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
         }

@@ -1,0 +1,56 @@
+// Wake over the node's own voice (issue 22, item 5): on a loudspeaker looped back into the
+// microphone (module-loopback, about −9 dB) with its echo cancelled, a trigger said over the
+// reply at the echo's level (0 dB) becomes exactly one turn, whether voice barge-in or the wake
+// detector fires first. Nine tries, one rig. The issue's bar is 8 of 9; measured here (loaded
+// machine): 0 and 3 of 9 before the detectors kept the linear path for a trigger's length after
+// the speaker stopped and the thresholds relaxed over the node's voice, 5, 5, 6 and 7 of 9 after.
+// This test guards the gain (at least 4 of 9, never two turns for one trigger); the rest is open.
+// WOR_SCALE, WOR_N, WOR_SILENT (speaker silent), WOR_NOBARGE (voice barge-in off) vary it by hand.
+
+import Audio
+import Foundation
+import GatewayProtocol
+import LoopbackGateway
+@testable import Talk
+import Testing
+
+extension TalkAudio {
+@Suite struct WakeOverReplyTests {
+    @Test func `a trigger said over the reply at the echo's level becomes one turn, 4 times of 9 or more`() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let rig = try await TalkRig.make(speakReplies: false, echoCancel: true, interruptOnSpeech: env["WOR_NOBARGE"] == nil)
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        await rig.talk.enableWake(WakeTurnTests.wakeConfig(), triggers: ["computer"])
+        let room = try LoopbackRoom.load(server: TalkPulse.server)
+        defer { room.unload() }
+        // The room gives the speaker back at 70 % (about −9 dB): the trigger is said at that level.
+        let words = try Signal.speech("computer, what time is it")
+        let said = PCMBuffer(format: words.format, samples: words.samples.map { Int16(clamping: Int((Double($0) * (Double(env["WOR_SCALE"] ?? "0.35") ?? 0.35)).rounded())) }
+                             + [Int16](repeating: 0, count: 16_000))
+        let speech = rig.speech
+        var turns: [Int] = []
+        var notes: [String] = []
+        for attempt in 0..<(Int(env["WOR_N"] ?? "9") ?? 9) {
+            await rig.gateway.supplyTranscript("Computer, what time is it?")
+            let before = await rig.gateway.requests(method: "chat.send").count
+            try await Task.sleep(for: .milliseconds(300))
+            let speaking = Task { if env["WOR_SILENT"] == nil { _ = await speech.speak(EchoCancelTests.reply, route: .local) } }
+            try await Task.sleep(for: .milliseconds(1500 + 250 * attempt))
+            _ = try await rig.micPlayer.play(said)
+            _ = try await WakeTurnTests.waitFor(8) { await rig.gateway.requests(method: "chat.send").count > before }
+            await speech.stop()
+            _ = await speaking.value
+            // Whatever else the trigger started has ended by now (a wake capture ends on silence).
+            _ = try await WakeTurnTests.waitFor(5) { rig.talk.phase == .idle }
+            let n = await rig.gateway.requests(method: "chat.send").count - before
+            turns.append(n)
+            notes.append("try \(attempt): \(n) turn(s), barge-ins \(rig.talk.bargeIns), wakes \(await rig.talk.wakeStatus?.detections ?? -1)")
+        }
+        print("wake over reply: \(notes.joined(separator: "; "))")
+        let one = turns.filter { $0 == 1 }.count
+        #expect(one >= 4, "\(notes)")
+        #expect(!turns.contains { $0 > 1 }, "a trigger became more than one turn: \(notes)")
+    }
+}
+}
