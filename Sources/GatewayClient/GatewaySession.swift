@@ -735,3 +735,6 @@ public actor GatewaySession {
         try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
     }
 }
+
+/// A session runs as a service: `run()` until cancelled.
+extension GatewaySession: Service {}

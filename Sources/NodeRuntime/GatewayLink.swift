@@ -111,3 +111,6 @@ public final class GatewayLink: Sendable {
 public enum ClawvoiceVersion {
     public static let current = "0.1.0"
 }
+
+/// Both roles as one service.
+extension GatewayLink: Service {}
