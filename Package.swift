@@ -48,7 +48,7 @@ let package = Package(
         .target(name: "Buttons", dependencies: ["CEvdev"]),
         .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),
-        .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient"]),
+        .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient", "WebSocketTransport"]),
         .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),
-        .testTarget(name: "RealtimeTests", dependencies: ["Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store"]),
+        .testTarget(name: "RealtimeTests", dependencies: ["Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "GatewayProtocol"]),
         .testTarget(name: "TalkTests", dependencies: ["Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]

@@ -38,8 +38,9 @@ extension LoopbackGateway {
 
     public static let callOfferPath = "/plugins/openai/realtime/calls"
 
-    /// Where the offer route is: the node's HTTP-origin override for the loopback.
-    public var callOfferOrigin: String? { offerBroker.map { "http://127.0.0.1:\($0.port)" } }
+    /// Where the offer route is: the node's HTTP-origin override for the loopback (https with
+    /// the gateway's own certificate when the gateway runs TLS).
+    public var callOfferOrigin: String? { offerBroker.map { "\($0.tls == nil ? "http" : "https")://127.0.0.1:\($0.port)" } }
     public var callRecords: [CallRecord] { callOrder.compactMap { calls[$0] } }
 
     /// The call's media end: offer SDP in, answer SDP out (the provider behind the broker).
@@ -56,7 +57,11 @@ extension LoopbackGateway {
 
     func startOfferBroker() throws {
         guard configuration.calls != .disabled, offerBroker == nil else { return }
-        offerBroker = try LoopbackOfferBroker { [weak self] path, bearer, ctype, body in
+        var tls: TLSServerContext?
+        if let cert = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+            tls = try TLSServerContext(certificatePEMPath: cert, privateKeyPEMPath: key)
+        }
+        offerBroker = try LoopbackOfferBroker(tls: tls) { [weak self] path, bearer, ctype, body in
             guard let self else { return (502, "gateway stopped") }
             return await self.offer(path: path, bearer: bearer, contentType: ctype, sdp: body)
         }

@@ -2,12 +2,14 @@
 // `Content-Type: application/sdp` and `Authorization: Bearer <clientSecret>`, the secret single-use;
 // the SDP answer comes back with 201. It listens on a second 127.0.0.1 port: the WebSocket server
 // (libwebsockets) serves no plain HTTP, so a node reaches this route through an HTTP-origin
-// override (the room node has one, CONFIG_OPENCLAW_ROOM_GATEWAY_HTTP_BASE_URL). Blocking sockets
+// override (the room node has one, CONFIG_OPENCLAW_ROOM_GATEWAY_HTTP_BASE_URL). A gateway with
+// TLS serves this route over TLS with the same certificate (an https origin). Blocking sockets
 // on threads of its own: a test fake with one or two calls at a time.
 
 import Foundation
 import GatewayProtocol
 import Synchronization
+import WebSocketTransport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,12 +19,15 @@ final class LoopbackOfferBroker: Sendable {
     typealias Handler = @Sendable (String, String?, String?, String) async -> (Int, String)
 
     let port: Int
+    /// Set when the route speaks TLS (the gateway's own certificate).
+    let tls: TLSServerContext?
     private let fd: Int32
     private let handler: Handler
     private let stopped = Mutex(false)
 
-    init(handler: @escaping Handler) throws {
+    init(tls: TLSServerContext? = nil, handler: @escaping Handler) throws {
         self.handler = handler
+        self.tls = tls
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard s >= 0 else { throw LoopbackBrokerError("socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -71,16 +76,33 @@ final class LoopbackOfferBroker: Sendable {
         defer { close(c) }
         var tv = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let conn: Wire
+        if let tls {
+            guard let t = try? tls.accept(socket: c) else { return }  // a failed handshake: the client reports it
+            conn = Wire(read: { t.read(into: $0) }, write: { t.write($0) }, finish: { t.shutdown() })
+        } else {
+            conn = Wire(read: { recv(c, $0.baseAddress, $0.count, 0) },
+                        write: { out in
+                            var sent = 0
+                            while sent < out.count {
+                                let n = out[sent...].withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                                if n <= 0 { return false }
+                                sent += n
+                            }
+                            return true
+                        }, finish: {})
+        }
+        defer { conn.finish() }
         var data: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16 * 1024)
         var headEnd: Int?
         var contentLength = 0
         while true {
             if let h = headEnd, data.count >= h + contentLength { break }
-            let n = buf.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
+            let n = buf.withUnsafeMutableBytes { conn.read($0) }
             guard n > 0 else { return }
             data += buf[0..<n]
-            if data.count > 512 * 1024 { respond(c, 413, "offer too large"); return }
+            if data.count > 512 * 1024 { respond(conn, 413, "offer too large"); return }
             if headEnd == nil, let r = data.firstRange(of: Array("\r\n\r\n".utf8)) {
                 headEnd = r.upperBound
                 let head = String(decoding: data[..<r.lowerBound], as: UTF8.self)
@@ -92,7 +114,7 @@ final class LoopbackOfferBroker: Sendable {
         guard let h = headEnd else { return }
         let head = String(decoding: data[..<(h - 4)], as: UTF8.self).split(separator: "\r\n")
         let requestLine = head.first?.split(separator: " ") ?? []
-        guard requestLine.count >= 2, requestLine[0] == "POST" else { respond(c, 405, "only POST"); return }
+        guard requestLine.count >= 2, requestLine[0] == "POST" else { respond(conn, 405, "only POST"); return }
         var headers: [String: String] = [:]
         for line in head.dropFirst() {
             let kv = line.split(separator: ":", maxSplits: 1)
@@ -110,22 +132,24 @@ final class LoopbackOfferBroker: Sendable {
         }
         done.wait()
         let (status, reply) = box.value
-        respond(c, status, reply)
+        respond(conn, status, reply)
     }
 
-    private func respond(_ c: Int32, _ status: Int, _ body: String) {
+    private func respond(_ c: Wire, _ status: Int, _ body: String) {
         let reason = [201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
                       413: "Payload Too Large", 415: "Unsupported Media Type", 502: "Bad Gateway"][status] ?? "Status"
         let type = body.hasPrefix("v=0") ? "application/sdp" : "text/plain"
         let bytes = Array(body.utf8)
         let out = Array("HTTP/1.1 \(status) \(reason)\r\nContent-Type: \(type)\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n".utf8) + bytes
-        var sent = 0
-        while sent < out.count {
-            let n = out[sent...].withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
-            sent += n
-        }
+        _ = c.write(out)
     }
+}
+
+/// One served connection, plain or TLS: read (count, 0 at the end, < 0 on error), write all, finish.
+private struct Wire {
+    let read: (UnsafeMutableRawBufferPointer) -> Int
+    let write: ([UInt8]) -> Bool
+    let finish: () -> Void
 }
 
 struct LoopbackBrokerError: Error, CustomStringConvertible {

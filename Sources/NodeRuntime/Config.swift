@@ -58,6 +58,9 @@ public struct ClawConfig: Sendable, Equatable {
     public struct Talk: Sendable, Equatable {
         /// Silence after speech that ends `talk.ptt.once` (the gateway's talk.config wins when it names one).
         public var silenceTimeoutMs: Int = 900
+        /// End push-to-talk and wake turns when the end-of-turn detector (models/turn.json) hears
+        /// the turn end, the silence window staying the ceiling.
+        public var endOfTurn: Bool = TalkConfig.endOfTurnDefault
         /// `once` captures end here at the latest.
         public var onceMaxMs: Int = 12_000
         /// Hard cap for any capture.

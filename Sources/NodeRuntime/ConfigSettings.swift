@@ -82,6 +82,8 @@ extension ClawConfig {
 
             .int("talk.silenceTimeoutMs", \.talk.silenceTimeoutMs, 200...10_000,
                  "Silence after speech that ends `talk.ptt.once`, in ms; 900 is the shortest of 400/700/900 that cut ≤ 2 % of sentences early in `clawvoice-bench --endpoint` (the gateway's talk.silenceTimeoutMs wins when it sends one)."),
+            .bool("talk.endOfTurn", \.talk.endOfTurn,
+                  "End push-to-talk (`once`) and wake turns when the end-of-turn detector (models/turn.json) hears from how the speech ended that the turn is over, before talk.silenceTimeoutMs runs out (which stays the ceiling); false: the silence window alone. `clawvoice-bench --endpoint` and models/README.md give its figures."),
             .int("talk.onceMaxMs", \.talk.onceMaxMs, 1000...60_000, "A `once` capture ends here at the latest, in ms."),
             .int("talk.captureMaxMs", \.talk.captureMaxMs, 1000...600_000, "Hard cap for any capture (held button, `ptt start`), in ms."),
             .optionalString("talk.sessionKey", \.talk.sessionKey, "Chat session that turns go to; null: the gateway's main session."),
@@ -107,7 +109,7 @@ extension ClawConfig {
             .bool("talk.calls", \.talk.calls,
                   "Realtime calls with the agent (`clawvoice call`, ptt.callKey, and talk.start from the agent once the gateway allows it in gateway.nodes.commands.allow). Off by default: turning it on declares talk.start/talk.stop, which the gateway approves again."),
             .optionalString("talk.callsHttpOrigin", \.talk.callsHttpOrigin,
-                            "The gateway's HTTP origin for the call's SDP offer, e.g. \"http://gateway.lan:18789\"; null: the gateway URL's (ws→http, wss→https).",
+                            "The gateway's HTTP origin for the call's SDP offer, e.g. \"http://gateway.lan:18789\"; null: the gateway URL's (ws→http, wss→https). An https origin is trusted as the gateway's WebSocket is: on the gateway's host by its pin (gateway.tlsFingerprint) when it has one; otherwise by the system CAs and the host name.",
                             accept: { $0.hasPrefix("http://") || $0.hasPrefix("https://") ? $0 : nil }, refusal: "must be an http:// or https:// origin"),
             .optionalString("talk.callsIceAddress", \.talk.callsIceAddress,
                             "Gather the call's ICE candidates on this one local address only; null: every host address."),

@@ -180,7 +180,9 @@ public final class NodeDaemon: Sendable {
         self.activeName = activeGateway
         let activeURL = Locked<String>(record.url)
         self.activeURL = activeURL
-        calls = config.talk.calls ? DaemonCalls(config: config, operatorSession: operatorSession, gatewayURL: activeURL,
+        let activeTLSPin = Locked<String?>(record.tlsFingerprint)
+        self.activeTLSPin = activeTLSPin
+        calls = config.talk.calls ? DaemonCalls(config: config, operatorSession: operatorSession, gatewayURL: activeURL, gatewayPin: activeTLSPin,
                                                 playback: audio.playback, reference: echo, talk: talk, bus: bus, log: log) : nil
         latestConfig = Mutex(config)
         self.talk = talk
@@ -227,6 +229,8 @@ public final class NodeDaemon: Sendable {
     /// Realtime calls (talk.calls); nil when off.
     let calls: DaemonCalls?
     let activeURL: Locked<String>
+    /// The active gateway's TLS pin (its WebSocket's; the call's offer POST checks it too).
+    let activeTLSPin: Locked<String?>
 
     /// Link, outbox and transcript cache for one gateway, wired to the talk loop.
     func makeScope(_ record: GatewayRecord) -> GatewayScope {
@@ -262,6 +266,7 @@ public final class NodeDaemon: Sendable {
     static func talkConfig(_ c: ClawConfig, stateDir: String) -> TalkConfig {
         var t = TalkConfig()
         t.silenceTimeoutMs = c.talk.silenceTimeoutMs
+        t.endOfTurn = c.talk.endOfTurn
         t.onceMaxMs = c.talk.onceMaxMs
         t.captureMaxMs = c.talk.captureMaxMs
         t.preRollMs = c.audio.preRollMs

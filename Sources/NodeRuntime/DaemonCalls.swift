@@ -1,6 +1,6 @@
 // The daemon's realtime calls (issue 23, config talk.calls): the CallService wired to the
 // operator session (requests, its status as CallMachine's operator input, talk.event), the
-// gateway's HTTP origin, the microphone (through the talk loop's call hook, in order), the
+// gateway's HTTP origin and TLS pin, the microphone (through the talk loop's call hook, in order), the
 // speaker (one PulseAudio stream for the call), the talk loop's call state, and the event bus.
 // `clawvoice call` / `hangup` and `status` reach it through the control socket.
 
@@ -22,7 +22,7 @@ final class DaemonCalls: Sendable {
 
     static let disabledMessage = "calls are off: set talk.calls to true in the config and restart (the gateway must allow talk.start and talk.stop: gateway.nodes.commands.allow)"
 
-    init(config: ClawConfig, operatorSession: Locked<GatewaySession?>, gatewayURL: Locked<String>, playback: PulsePlayback,
+    init(config: ClawConfig, operatorSession: Locked<GatewaySession?>, gatewayURL: Locked<String>, gatewayPin: Locked<String?>, playback: PulsePlayback,
          reference: EchoReference?, talk: TalkController, bus: EventBus, log: LogSink) {
         self.log = log
         // The start sound plays at the head of the call's own stream (a cue of its own would take the speaker from it).
@@ -72,7 +72,13 @@ final class DaemonCalls: Sendable {
                 }
             },
             log: { log.log(.info, "call", $0) },
-            flushPlayback: { player.stop(); player.start() }))
+            flushPlayback: { player.stop(); player.start() },
+            offerTLSPin: {
+                // The WebSocket's pin, when the offer goes to the gateway's own host (an override to another host: CA trust).
+                let url = gatewayURL.withLock { $0 }
+                guard let o = origin ?? OfferExchange.origin(gatewayURL: url) else { return nil }
+                return OfferExchange.tlsPin(origin: o, gatewayURL: url, gatewayPin: gatewayPin.withLock { $0 })
+            }))
     }
 
     /// The call's timers and the microphone pump; until cancelled.

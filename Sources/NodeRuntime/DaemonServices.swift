@@ -30,6 +30,7 @@ extension NodeDaemon {
             if let s = current {
                 activeName.withLock { $0 = s.record.name }
                 activeURL.withLock { $0 = s.record.url }
+                activeTLSPin.withLock { $0 = s.record.tlsFingerprint }
                 operatorSession.withLock { $0 = s.link.operator }
                 talk.use(outbox: s.outbox)
                 // Replies of an outbox turn arrive under the run id its chat.send returned.

@@ -21,6 +21,9 @@ public actor CallService {
         public var resolveTarget: @Sendable () async -> Result<CallMachine.Target, CallMachine.Failure>
         /// The gateway's HTTP origin for the offer POST (the WS URL's, or an override).
         public var httpOrigin: @Sendable () async -> String?
+        /// The SHA-256 the https offer endpoint's certificate must have (the gateway's pin, for
+        /// the gateway's own host); nil: the system CAs and the host name.
+        public var offerTLSPin: @Sendable () async -> String?
         /// Received call audio, mono Int16 at the service's rate, for the speaker.
         public var play: @Sendable ([Int16]) -> Void
         public var event: @Sendable (CallEvent) -> Void
@@ -34,8 +37,10 @@ public actor CallService {
                     play: @escaping @Sendable ([Int16]) -> Void,
                     event: @escaping @Sendable (CallEvent) -> Void = { _ in },
                     log: @escaping @Sendable (String) -> Void = { _ in },
-                    flushPlayback: @escaping @Sendable () -> Void = {}) {
+                    flushPlayback: @escaping @Sendable () -> Void = {},
+                    offerTLSPin: @escaping @Sendable () async -> String? = { nil }) {
             self.request = request
+            self.offerTLSPin = offerTLSPin
             self.resolveTarget = resolveTarget
             self.httpOrigin = httpOrigin
             self.play = play
@@ -230,7 +235,7 @@ public actor CallService {
                 let offer = try await rtc.createOffer()
                 guard let origin = await edges.httpOrigin() else { throw WebRTCError("no HTTP origin for the gateway's offer route") }
                 let answer = try await OfferExchange.post(origin: origin, path: grant.offerPath, secret: grant.clientSecret,
-                                                          headers: grant.offerHeaders, offer: offer)
+                                                          headers: grant.offerHeaders, offer: offer, tlsPin: await edges.offerTLSPin())
                 try rtc.setAnswer(answer)
                 self.handle(.answered(callId: id, error: nil))
             } catch {

@@ -49,6 +49,50 @@ public enum BenchVoice: Sendable, Equatable, CustomStringConvertible {
             return try Resampler.convert(pcm.mono(), toRateHz: 16_000).samples
         }
     }
+
+    /// flite's awb and rms say "x," and "x." alike, sample for sample: a clause said on its own
+    /// carries no sign of whether the turn goes on. So a held-out sentence is also said whole, in
+    /// one utterance (flite's own phrasing at each comma), and cut at the pauses flite put at its
+    /// commas (`-psdur` gives every segment's end; a comma's pause is an inner `pau`), so the
+    /// caller can stretch each to its drawn length. nil when flite did not pause once per comma.
+    public func sayWhole(_ clauses: [String]) throws -> [[Int16]]? {
+        guard case .flite(let voice) = self else { return nil }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-flite-\(UUID().uuidString).wav").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let p = Process()
+        let pipe = Pipe()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/flite")
+        p.arguments = ["-voice", voice, "-psdur", "-t", clauses.joined(separator: " "), "-o", out]
+        p.standardOutput = pipe
+        p.standardError = FileHandle.nullDevice
+        do { try p.run() } catch { throw BenchError("flite is missing (apt-get install flite): \(error)") }
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0, let data = FileManager.default.contents(atPath: out) else {
+            throw BenchError("flite -voice \(voice) failed with status \(p.terminationStatus)")
+        }
+        let pcm = try WAVFile.decode([UInt8](data))
+        let x = try Resampler.convert(pcm.mono(), toRateHz: 16_000).samples
+        // "pau:0.204 t:0.28 …": each segment's end in seconds; a pause starts where the one before ended.
+        var segments: [(name: String, start: Double, end: Double)] = []
+        for tok in text.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            let f = tok.split(separator: ":")
+            guard f.count == 2, let end = Double(f[1]) else { continue }
+            segments.append((String(f[0]), segments.last?.end ?? 0, end))
+        }
+        guard segments.count > 2, segments.first?.name == "pau", segments.last?.name == "pau" else { return nil }
+        let inner = segments.dropFirst().dropLast().filter { $0.name == "pau" }
+        guard inner.count == clauses.count - 1 else { return nil }
+        // From the end of flite's leading pause to the start of its trailing one, cut at each inner pause.
+        var parts: [[Int16]] = []
+        var from = min(Int(segments[0].end * 16_000), x.count)
+        for s in inner + [segments[segments.count - 1]] {
+            let a = min(max(Int(s.start * 16_000), from), x.count)
+            parts.append(Array(x[from..<a]))
+            from = min(Int(s.end * 16_000), x.count)
+        }
+        return parts
+    }
 }
 
 public struct BenchError: Error, CustomStringConvertible {
@@ -213,14 +257,22 @@ public enum EndpointBench {
         return Array(x[(a * 160)..<min(x.count, (b + 1) * 160)])
     }
 
-    /// One endpoint trial per sentence: speaker, noise and SNR cycle through their lists.
+    /// One endpoint trial per sentence: speaker, noise and SNR cycle through their lists. `whole`:
+    /// only the held-out voices' sentences, each said whole (`BenchVoice.sayWhole`) with its comma
+    /// pauses stretched to the drawn lengths (the few flite does not pause at are left out).
     public static func endpointClips(sentences count: Int, seed: UInt64, voices: [BenchVoice] = voices,
-                                     conditions: [(BenchNoise?, Double?)]) throws -> [BenchClip] {
+                                     conditions: [(BenchNoise?, Double?)], whole: Bool = false) throws -> [BenchClip] {
         var rng = SplitMix64(seed: seed &+ 1)
-        return try sentences(count, seed: seed).enumerated().map { i, s in
+        return try sentences(count, seed: seed).enumerated().compactMap { i, s in
             let v = voices[i % voices.count]
             let (noise, snr) = conditions[(i / voices.count) % conditions.count]
-            let parts = try s.clauses.map { trimmed(try v.say($0)) }
+            let parts: [[Int16]]
+            if whole {
+                guard v.heldOut, let w = try v.sayWhole(s.clauses) else { return nil }
+                parts = w.map(trimmed)
+            } else {
+                parts = try s.clauses.map { trimmed(try v.say($0)) }
+            }
             return clip(parts: parts, gapsMs: s.pausesMs, leadMs: 800, tailMs: 3000, noise: noise, snrDb: snr,
                         peakDbfs: -3 - 17 * Double(rng.next() >> 11) / Double(1 << 53), voice: v.description, rng: &rng)
         }

@@ -1,6 +1,7 @@
 // The OpenSSL edge of this module, part 1: digests, certificate fingerprints (for pinning)
 // and the self-signed certificate the loopback gateway and the tests serve TLS with.
-// Part 2, the client's TLS connection, is TLSClientSession.swift; no other file calls OpenSSL.
+// Part 2, the client's TLS connection, is TLSClientSession.swift; part 3, TLS on a served
+// blocking socket, TLSServerSocket.swift; no other file calls OpenSSL.
 internal import CSSL
 internal import Foundation
 

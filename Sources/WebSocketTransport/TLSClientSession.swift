@@ -98,6 +98,9 @@ final class TLSClientSession {
         return .failed(failureDescription(call: "SSL_do_handshake", error: error))
     }
 
+    /// The `.ended` reason of a clean end: the peer's close_notify.
+    static let closeNotify = "server closed the TLS session"
+
     enum ReadResult {
         /// Decrypted bytes (possibly none: a partial record or a post-handshake message).
         case data([UInt8])
@@ -117,7 +120,7 @@ final class TLSClientSession {
             }
             let error = SSL_get_error(ssl, n)
             if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return .data(output) }
-            if error == SSL_ERROR_ZERO_RETURN { return .ended(output, "server closed the TLS session") }
+            if error == SSL_ERROR_ZERO_RETURN { return .ended(output, Self.closeNotify) }
             return .ended(output, failureDescription(call: "SSL_read", error: error))
         }
     }

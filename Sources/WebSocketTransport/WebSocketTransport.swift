@@ -9,6 +9,9 @@
 // connect, poll, timers) but does RFC 6455 itself (WebSocketClientConnection) and TLS with
 // OpenSSL memory BIOs (TLSClientSession): lws 4.1.6's ws client turns received close codes
 // 1012-2999 into 1002, and its raw client cannot do TLS.
+//
+// ByteExchange reuses that TLS client for one-shot requests (the call's SDP offer POST) with the
+// same trust, and TLSServerContext serves TLS on a plain blocking socket (the loopback's offer route).
 
 /// One complete WebSocket message (all fragments joined).
 public enum WebSocketMessage: Sendable, Equatable {

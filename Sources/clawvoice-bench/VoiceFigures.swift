@@ -144,49 +144,8 @@ func endpointTable(sentences: Int, print: (String) -> Void = { Swift.print($0) }
         out.append(Figure(name: "endpoint_window_\(r.windowMs)_held_open", value: r.heldOpenShare * 100, unit: "%", baseline: 5, ratio: r.heldOpenShare * 100 / 5,
                           detail: "sentences with no decision within 3 s of the last word (noise held them open); baseline column: the goal, 5 %"))
     }
-    if let turn = loadTurnModel() {
-        // The end-of-turn model under each window as its ceiling; the figures on held-out voices only.
-        let held = clips.indices.filter { clips[$0].voice.hasPrefix("flite") }
-        let hClips = held.map { clips[$0] }, hProbs = held.map { probs[$0] }
-        let turnAll = EndpointBench.evaluate(clips, voice: probs, threshold: detector.threshold, windowsMs: windows, turn: turn)
-        let turnHeld = EndpointBench.evaluate(hClips, voice: hProbs, threshold: detector.threshold, windowsMs: windows, turn: turn)
-        let windowHeld = EndpointBench.evaluate(hClips, voice: hProbs, threshold: detector.threshold, windowsMs: windows)
-        print("\nThe end-of-turn model (models/turn.json; threshold \(String(format: "%.2f", turn.threshold)), at least \(Int(turn.minimumSilenceMs)) ms of pause) with each window as its ceiling:\n")
-        print("| detector | ceiling | sentences | cut early | held open (> 3 s) | last word → decision, median | p90 |")
-        print("|---|---|---|---|---|---|---|")
-        for (name, set, rs) in [("window alone", "held-out (flite)", windowHeld), ("end-of-turn model", "held-out (flite)", turnHeld), ("end-of-turn model", "all", turnAll)] {
-            for r in rs {
-                print("| \(name) | \(r.windowMs) ms | \(set) | \(pct(r.earlyCutShare)) (\(r.earlyCuts)/\(r.trials)) | \(pct(r.heldOpenShare)) | \(String(format: "%.0f", r.latencyPercentile(0.5))) ms | \(String(format: "%.0f", r.latencyPercentile(0.9))) ms |")
-            }
-        }
-        // Continuous speech in noise: long turns (5–6 clauses, pauses up to 800 ms) at 10 and 5 dB, held-out voices.
-        let long = try continuousClips(count: max(sentences / 10, 12), seed: 2525, voices: [.flite("awb"), .flite("rms")])
-        let longProbs = long.map { EndpointBench.probabilities($0, detector: detector) }
-        let longWin = EndpointBench.evaluate(long, voice: longProbs, threshold: detector.threshold, windowsMs: windows)
-        let longTurn = EndpointBench.evaluate(long, voice: longProbs, threshold: detector.threshold, windowsMs: windows, turn: turn)
-        print("\nContinuous speech in noise (\(long.count) turns of 5–6 clauses with 150–800 ms pauses, flite awb/rms, noises cycled at 10 and 5 dB):\n")
-        print("| detector | ceiling | cut early | held open (> 3 s) | last word → decision, median |")
-        print("|---|---|---|---|---|")
-        for (name, rs) in [("window alone", longWin), ("end-of-turn model", longTurn)] {
-            for r in rs { print("| \(name) | \(r.windowMs) ms | \(pct(r.earlyCutShare)) | \(pct(r.heldOpenShare)) | \(String(format: "%.0f", r.latencyPercentile(0.5))) ms |") }
-        }
-        if let t = turnHeld.first(where: { $0.windowMs == 900 }), let w = windowHeld.first(where: { $0.windowMs == 900 }),
-           let lt = longTurn.first(where: { $0.windowMs == 900 }) {
-            out.append(Figure(name: "endpoint_turn_median", value: t.latencyPercentile(0.5), unit: "ms", baseline: w.latencyPercentile(0.5),
-                              ratio: t.latencyPercentile(0.5) / w.latencyPercentile(0.5),
-                              detail: "last word → end-of-turn decision, median, held-out flite sentences (\(t.trials)), 900 ms window as ceiling (baseline: the window alone); goal ≤ 400 ms"))
-            out.append(Figure(name: "endpoint_turn_cut_early", value: t.earlyCutShare * 100, unit: "%", baseline: w.earlyCutShare * 100, ratio: nil,
-                              detail: "sentences decided before their last word (\(t.earlyCuts)/\(t.trials)); baseline: the window alone; goal ≤ 2 %"))
-            out.append(Figure(name: "endpoint_turn_held_open", value: t.heldOpenShare * 100, unit: "%", baseline: w.heldOpenShare * 100, ratio: nil,
-                              detail: "sentences with no decision within 3 s of the last word (noise held them open); baseline: the window alone; goal ≤ 5 %"))
-            out.append(Figure(name: "endpoint_turn_continuous_cut_early", value: lt.earlyCutShare * 100, unit: "%", baseline: nil, ratio: nil,
-                              detail: "continuous speech in noise: long turns cut before their last word (\(lt.earlyCuts)/\(lt.trials)); held open \(pct(lt.heldOpenShare))"))
-        }
-    } else {
-        print("\n(no models/turn.json: the end-of-turn rows need one; make turn-model)")
-        out.append(Figure(name: "endpoint_turn_model", value: 0, unit: "loaded", baseline: nil, ratio: nil,
-                          detail: "no models/turn.json in \(WakeModelCatalog.defaultDirectory()): turns end on the silence window (talk.endOfTurn is off until a model beats it on held-out voices; make turn-model)"))
-    }
+    out += try endpointTurnRows(clips: clips, probs: probs, detector: detector, windows: windows, conditions: conditions,
+                                sentences: sentences, print: print)
     let chosen = EndpointBench.shortestSafeWindow(model)
     print("\nshortest window with ≤ 2 % early cuts (voice detector): \(chosen.map { "\($0) ms" } ?? "none of them"); talk.silenceTimeoutMs default: \(TalkConfig().silenceTimeoutMs) ms")
     for r in model where r.windowMs >= 700 {

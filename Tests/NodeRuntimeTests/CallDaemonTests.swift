@@ -10,6 +10,7 @@ import GatewayProtocol
 import LoopbackGateway
 import Realtime
 import Testing
+import WebSocketTransport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -208,6 +209,52 @@ struct CallDaemonError: Error, CustomStringConvertible {
         #expect(lost, "\(String(describing: after))")
         #expect(try await eventually(.seconds(20)) { try await status(env)?["sessions"]?["operator"]?["state"] == "connected" })
         peer.stop()
+    }
+
+    /// A wss:// gateway paired with its pin: the offer goes over https to the gateway's host and
+    /// the daemon checks the same pin there (the loopback's offer route serves its certificate).
+    @Test(.timeLimit(.minutes(2)))
+    func `on a wss gateway the call's offer goes over https with the gateway's pin`() async throws {
+        var env = try CLIEnvironment()
+        let cert = env.scratch.sub("gw.pem"), key = env.scratch.sub("gw.key")
+        try SelfSignedCertificate.generate(commonName: "127.0.0.1", certPath: cert, keyPath: key)
+        let pin = try TLSCertificateFingerprint.sha256Hex(pemFile: cert)
+        var c = LoopbackGateway.Configuration()
+        c.auth = .token("call-token")
+        c.autoApprove = true
+        c.calls = .gatewayControl
+        c.tlsCertificatePath = cert
+        c.tlsKeyPath = key
+        let gateway = LoopbackGateway(configuration: c)
+        try await gateway.start()
+        defer { Task { await gateway.stop() } }
+        let peer = try AiortcPeer()
+        defer { peer.stop() }
+        await gateway.setCallMediaEnd { offer in try await peer.answer(offer) }
+        let origin = try #require(await gateway.callOfferOrigin)
+        #expect(origin.hasPrefix("https://127.0.0.1:"))
+        try FileManager.default.createDirectory(atPath: env.configHome + "/clawvoice", withIntermediateDirectories: true)
+        try "{talk: {calls: true, callsHttpOrigin: \"\(origin)\", callsIceAddress: \"127.0.0.1\"}}".write(toFile: env.configHome + "/clawvoice/config.json5", atomically: true, encoding: .utf8)
+        env.extra["PULSE_SERVER"] = "unix:/nonexistent/clawvoice-no-pulse"
+        let pair = try await env.run(["pair", "--url", await gateway.url, "--tls-fingerprint", pin,
+                                      "--token-file", try env.scratch.write("token", "call-token"), "--timeout", "20"], timeout: .seconds(25))
+        #expect(pair.status == 0, "\(pair)")
+        let daemon = try env.spawn(["run"])
+        defer { daemon.signal(SIGTERM) }
+        let up = try await eventually(.seconds(20)) {
+            let s = try await status(env)
+            return s?["sessions"]?["operator"]?["state"] == "connected" && s?["call"]?["phase"] == "idle"
+        }
+        try #require(up, "the daemon did not connect over wss: \(daemon.stderr)")
+        #expect(try await gateway.invoke(command: "talk.start", paramsJSON: "{}").payload == ["started": true])
+        // Connected, or ended (a refused offer ends it before it connects: its reason is in lastEnd).
+        _ = try await eventually(.seconds(30)) { let c = try await status(env)?["call"]; return c?["phase"] == "connected" || c?["lastEnd"] != nil }
+        let s = try await status(env)?["call"]
+        try #require(s?["phase"] == "connected", "the call did not connect over https: \(String(describing: s))")
+        let record = try #require(await gateway.callRecords.first)
+        #expect(record.secretUsed && record.offersPosted == 1)
+        #expect(try await gateway.invoke(command: "talk.stop", paramsJSON: "{}").payload == ["stopped": true])
+        #expect(try await eventually(.seconds(5)) { try await status(env)?["call"]?["lastEnd"]?["cause"] == "talk.stop" })
     }
 }
 

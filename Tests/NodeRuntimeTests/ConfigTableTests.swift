@@ -108,4 +108,12 @@ private func read(_ path: String) throws -> String {
         fromConfig.cues = TalkConfig().cues
         #expect(fromConfig == TalkConfig())
     }
+
+    @Test func `talk.endOfTurn reaches the talk loop`() throws {
+        #expect(NodeDaemon.talkConfig(ClawConfig(), stateDir: "/s").endOfTurn == TalkConfig.endOfTurnDefault)
+        let on = try ClawConfig.parse("{ talk: { endOfTurn: true } }", file: "t.json5")
+        #expect(NodeDaemon.talkConfig(on, stateDir: "/s").endOfTurn)
+        let off = try ClawConfig.parse("{ talk: { endOfTurn: false } }", file: "t.json5")
+        #expect(!NodeDaemon.talkConfig(off, stateDir: "/s").endOfTurn)
+    }
 }

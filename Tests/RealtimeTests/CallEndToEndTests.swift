@@ -26,8 +26,10 @@ final class CallRig: @unchecked Sendable {
     let runTask: Task<Void, Never>
     static let rate = 16_000
 
-    init(calls: LoopbackGateway.CallsMode, settings: CallMachine.Settings = CallService.defaultSettings,
-         configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws {
+    /// `tlsPin`: the sessions' pin of a TLS gateway; `offerPin` (default: the sessions' pin) is
+    /// what the offer POST checks, as the daemon's edge does.
+    init(calls: LoopbackGateway.CallsMode, settings: CallMachine.Settings = CallService.defaultSettings, tlsPin: String? = nil,
+         offerPin: String?? = nil, configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("cv-call-\(UUID().uuidString.prefix(8))").path
         store = try ClawStore(directory: dir)
         let (identity, instance) = try store.loadOrCreateIdentity()
@@ -50,13 +52,13 @@ final class CallRig: @unchecked Sendable {
         let registry = NodeCommandRegistry()
         let serviceBox = Mutex_<CallService?>(nil)
         let sink = LogSink(minimum: .warning) { _, _, _ in }
-        op = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "lb", url: url), credentials: GatewayCredentials(sharedToken: "shared-t"),
+        op = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "lb", url: url, tlsFingerprint: tlsPin), credentials: GatewayCredentials(sharedToken: "shared-t"),
                             identity: identity, instanceId: instance, store: store, options: options, log: sink,
                             onEvent: { frame in
                                 guard frame.event == "talk.event", let s = serviceBox.value else { return }
                                 Task { await s.talkEvent(frame.payload) }
                             })
-        node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: url), credentials: GatewayCredentials(sharedToken: "shared-t"),
+        node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: url, tlsFingerprint: tlsPin), credentials: GatewayCredentials(sharedToken: "shared-t"),
                               identity: identity, instanceId: instance, store: store, options: options, commands: registry, log: sink)
         let op = self.op, played = self.played, events = self.events
         service = CallService(sampleRate: Self.rate, settings: settings, localAddress: "127.0.0.1", edges: CallService.Edges(
@@ -67,7 +69,11 @@ final class CallRig: @unchecked Sendable {
             },
             httpOrigin: { await g.callOfferOrigin },
             play: { chunk in Task { await played.add(chunk, rate: CallRig.rate) } },
-            event: { e in events.append(e) }))
+            event: { e in events.append(e) },
+            offerTLSPin: {
+                if let offerPin { return offerPin }
+                return await g.callOfferOrigin.flatMap { OfferExchange.tlsPin(origin: $0, gatewayURL: url, gatewayPin: tlsPin) }
+            }))
         serviceBox.set(service)
         let service = self.service
         CallCommands.register(on: registry, start: { await service.start(origin: .invoke) }, stop: { await service.stop(cause: .talkStop) })

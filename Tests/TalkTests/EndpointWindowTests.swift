@@ -47,4 +47,24 @@ import WakeWord
         let gapStart = Int((500 + speechMs) / 20) + 3, gapEnd = Int((500 + speechMs + 400) / 20) - 3
         #expect(c.labels[gapStart..<gapEnd].allSatisfy { !$0 })
     }
+
+    @Test func `a held-out sentence said whole is cut at flite's comma pauses`() throws {
+        let clauses = ["turn on the kitchen lights,", "and set a timer for ten minutes,", "when you get a moment."]
+        let parts = try #require(try BenchVoice.flite("awb").sayWhole(clauses))
+        #expect(parts.count == 3)
+        // Each part is speech: its own clause said, no comma pause (quiet ≥ 100 ms) inside or at its ends.
+        for p in parts {
+            #expect(p.count > 16_000 / 2, "\(p.count) samples")
+            let rms = stride(from: 0, to: p.count - 160, by: 160).map { j in
+                (p[j..<j + 160].reduce(0.0) { $0 + Double($1) * Double($1) } / 160).squareRoot()
+            }
+            let top = rms.max() ?? 0
+            var run = 0, longest = 0
+            for r in rms { run = r < top / 100 ? run + 1 : 0; longest = max(longest, run) }
+            #expect(longest < 10, "a quiet run of \(longest * 10) ms inside a part")
+        }
+        // A sentence flite does not pause in once per comma is left out, not split wrongly.
+        #expect(try BenchVoice.flite("awb").sayWhole(["well, let me think,", "about it."]) == nil)
+        #expect(try BenchVoice.espeak(voice: "en-us", rateWpm: 175, pitch: 50).sayWhole(clauses) == nil)
+    }
 }

@@ -22,6 +22,7 @@ from scipy.signal import lfilter, resample_poly
 import augment
 import frontend
 import human
+import real
 import render
 import speech
 import voices
@@ -597,6 +598,8 @@ def recipe_name(args, wide_changed):
         (5, args.hard > 0, f"--hard {args.hard}"),
         (6, args.kokoro > 0, f"--kokoro {args.kokoro}"),
         (7, args.near_weight > 1, f"--near-weight {args.near_weight}"),
+        (9, args.real_negatives > 0, f"--real-negatives {args.real_negatives}"
+                                     + (f" --real-exclude {args.real_exclude}" if args.real_exclude else "")),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)
@@ -625,6 +628,11 @@ def main():
     ap.add_argument("--hard", type=int, default=0, help="extra trigger canvases at 0-12 dB SNR, rooms on 80 %% with "
                     "RT60 0.3-1.0 s (candidate recipe v5: 1500, measured and not shipped, models/README.md; 0: recipe v4)")
     ap.add_argument("--human", type=int, default=400, help="canvases of recorded human speech (negatives)")
+    ap.add_argument("--real-negatives", type=int, default=0,
+                    help="candidate recipe v9: canvases of real people saying OTHER words (real.py: the training half "
+                         "of ../shared/wake-real, never the trigger's own word), as negatives, training only")
+    ap.add_argument("--real-exclude", default="", help="with --real-negatives: comma-separated words whose real clips "
+                    "are never used (the real-speech yardstick leaves out alexa and jarvis)")
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
@@ -793,6 +801,15 @@ def main():
             log(f"human negatives: {len(recs)} recordings, {sum(len(a) for _, a in recs) / 16000:.0f} s")
             parts.append(cached(ck(f"human{args.human}"), lambda: human_negatives(
                 feat, np.random.default_rng(303), recs, noise, int(args.human * sc))))
+    if args.real_negatives > 0:   # candidate recipe v9: real people saying other words, training only
+        excl = [w.strip() for w in args.real_exclude.split(",") if w.strip()]
+        recs = real.training_negatives(stem, os.path.join(args.cache_dir, "real"), excl)
+        if not recs:
+            raise SystemExit(f"--real-negatives: no real clips left for {trigger!r} (excluded: {excl})")
+        words = sorted({n.split("/")[0] for n, _ in recs})
+        log(f"real negatives: {len(recs)} clips of {', '.join(words)} ({sum(len(a) for _, a in recs) / 3600 / 16000:.2f} h)")
+        parts.append(cached(ck(f"real-{'-'.join(words)}-{args.real_negatives}"), lambda: human_negatives(
+            feat, np.random.default_rng(313), recs, noise, int(args.real_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
@@ -1097,7 +1114,7 @@ def main():
             "seconds": round(time.time() - t_start),
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
-            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), "kokoroTriggerCanvases": int(args.kokoro * sc),
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
         },

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Trains the end-of-turn detector: models/training/turn_train.sh   (what `make turn-model` runs)
-# Uses models/training/.venv (requirements.txt, as voice_train.sh sets it up) for Piper and Pico,
+# Uses models/training/.venv (requirements.txt, as voice_train.sh sets it up) for Pico (and Piper),
 # and the release clawvoice-bench for the features (the Swift TurnDetector's own). Renders turns
-# with espeak-ng, Piper joe and Pico (never flite: awb and rms are the bench's held-out voices),
+# with espeak-ng and Pico, Piper joe with --piper N (never flite: awb and rms are the bench's held-out voices),
 # fits the logistic model and writes models/turn.json.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

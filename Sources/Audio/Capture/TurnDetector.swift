@@ -26,11 +26,13 @@ public struct TurnModel: Codable, Sendable, Equatable {
 
     public static let fileName = "turn.json"
     public static let formatName = "clawvoice-turn-detector"
+    /// 2: pitch from the shortest good lag, over the last pitched frames, smoothed.
+    public static let version = 2
 
     public init(features: [String] = TurnDetector.featureNames, mean: [Double], scale: [Double], weights: [Double],
                 bias: Double, threshold: Double, minimumSilenceMs: Double, trainingEngines: [String]? = nil) {
         format = Self.formatName
-        version = 1
+        version = Self.version
         self.features = features
         self.mean = mean
         self.scale = scale
@@ -51,9 +53,9 @@ public struct TurnModel: Codable, Sendable, Equatable {
         do { m = try JSONDecoder().decode(TurnModel.self, from: data) } catch {
             throw TurnModelError("\(path) does not decode as an end-of-turn model (\(error))")
         }
-        guard m.format == formatName, m.version == 1, m.features == TurnDetector.featureNames,
+        guard m.format == formatName, m.version == version, m.features == TurnDetector.featureNames,
               m.mean.count == m.features.count, m.scale.count == m.features.count, m.weights.count == m.features.count else {
-            throw TurnModelError("\(path): \"\(m.format)\" version \(m.version) with features \(m.features); this build reads \(formatName) 1 with \(TurnDetector.featureNames)")
+            throw TurnModelError("\(path): \"\(m.format)\" version \(m.version) with features \(m.features); this build reads \(formatName) \(version) with \(TurnDetector.featureNames)")
         }
         return m
     }
@@ -104,18 +106,27 @@ public struct TurnDetector: Sendable {
             guard e0 / Double(span) > 10 else { return nil }  // about −70 dBFS
             var eL = 0.0
             for i in minLag..<(minLag + span) { eL += w[i] * w[i] }
-            var best = 0.0, bestLag = 0
+            var rs = [Double](repeating: 0, count: maxLag + 1)
+            var best = 0.0
             var lag = minLag
             while lag <= maxLag {
                 var c = 0.0
                 for i in 0..<span { c += w[i] * w[i + lag] }
-                let r = c / (e0 * eL).squareRoot().nextUp
-                if r > best { best = r; bestLag = lag }
+                rs[lag] = c / (e0 * eL).squareRoot().nextUp
+                best = max(best, rs[lag])
                 // Slide the lagged energy one sample on.
                 if lag < maxLag { eL += w[lag + span] * w[lag + span] - w[lag] * w[lag] }
                 lag += 1
             }
-            guard best >= 0.5, bestLag > 0 else { return nil }
+            guard best >= 0.5 else { return nil }
+            // The shortest lag at a peak nearly as good as the best: a period's multiples score
+            // about as well as the period itself, and taking them halves the pitch (octave errors).
+            var bestLag = 0
+            for l in minLag...maxLag where rs[l] >= 0.9 * best && (l == maxLag || rs[l] >= rs[l + 1]) && (l == minLag || rs[l] >= rs[l - 1]) {
+                bestLag = l
+                break
+            }
+            guard bestLag > 0 else { return nil }
             return 12 * log2(16_000 / Double(bestLag) / 100)
         }
     }
@@ -157,21 +168,30 @@ public struct TurnDetector: Sendable {
         return sxx > 0 ? sxy / sxx * 50 : 0
     }
 
-    /// The features of the pause now: over the speech frames of the last 300 ms of speech.
+    /// The features of the pause now. Pitch: over the last 10 pitched speech frames (within the
+    /// last 40 speech frames), each the median of it and its neighbours (a stray octave jump
+    /// does not make a slope); level: over the last 15 speech frames.
     func features() -> [Double] {
-        // The frames before the pause, newest first, down to the last speech frame.
         guard let lastSpeech = frames.lastIndex(where: { $0.speech }) else { return [Double](repeating: 0, count: Self.featureNames.count) }
         var tail: [(Int, Frame)] = []
         var i = lastSpeech
-        while i >= 0 && tail.count < 15 {
-            if frames[i].speech { tail.append((i, frames[i])) }
+        var seen = 0
+        while i >= 0 && seen < 40 {
+            if frames[i].speech { tail.append((i, frames[i])); seen += 1 }
             i -= 1
         }
         tail.reverse()
-        let pitched = tail.compactMap { f in f.1.pitch.map { (Double(f.0), $0) } }
+        let pitchedAll = tail.compactMap { f in f.1.pitch.map { (Double(f.0), $0) } }
+        var smooth: [(Double, Double)] = []
+        for k in pitchedAll.indices {
+            let around = pitchedAll[max(0, k - 1)...min(pitchedAll.count - 1, k + 1)].map(\.1)
+            smooth.append((pitchedAll[k].0, Self.median(around)))
+        }
+        let pitched = Array(smooth.suffix(10))
+        let levelTail = Array(tail.suffix(15))
         let medPitch = Self.median(pitches), medLevel = Self.median(levels)
         let pitchEnd = pitched.suffix(3).map(\.1)
-        let levelEnd = tail.suffix(5).map(\.1.level)
+        let levelEnd = levelTail.suffix(5).map(\.1.level)
         var run = 0
         var j = lastSpeech
         while j >= 0 && frames[j].speech { run += 1; j -= 1 }
@@ -182,12 +202,12 @@ public struct TurnDetector: Sendable {
             pauseMs,
             Self.slope(pitched),
             pitchEnd.isEmpty ? 0 : pitchEnd.reduce(0, +) / Double(pitchEnd.count) - medPitch,
-            Self.slope(tail.map { (Double($0.0), $0.1.level) }),
+            Self.slope(levelTail.map { (Double($0.0), $0.1.level) }),
             levelEnd.isEmpty ? 0 : levelEnd.reduce(0, +) / Double(levelEnd.count) - medLevel,
             Double(run) * 20,
             Double(voiced) * 20,
             Double(levels.count) * 20,
-            tail.isEmpty ? 0 : Double(pitched.count) / Double(tail.count),
+            levelTail.isEmpty ? 0 : Double(levelTail.filter { $0.1.pitch != nil }.count) / Double(levelTail.count),
         ]
     }
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The real-speech yardstick (issue 22): heads for "alexa" and "jarvis" trained from text exactly as
+# `make wake-model TRIGGER=...` trains a user's trigger (train.sh: espeak-ng, Piper and Pico only,
+# never a real recording of the word), scored by realspeech.py on real people saying those words.
+#   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs)
+#   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
+# The heads live in models/training/.cache/yardstick/<recipe>/ (gitignored, not shipped) and are
+# trained there only when absent: one run per word, ~25 min each on a quiet 2-core machine.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+recipe="${WAKE_YARDSTICK_RECIPE:-v4}"
+case "$recipe" in
+  v4) flags=() ;;
+  v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4 or v9)" >&2; exit 2 ;;
+esac
+dir="$here/.cache/yardstick/$recipe"
+mkdir -p "$dir"
+# The shipped front end, so the heads sit on exactly what the node runs.
+cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
+for word in alexa jarvis; do
+  if [ ! -f "$dir/$word.json" ]; then
+    echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
+    WAKE_NICE="${WAKE_NICE:-15}" bash "$here/train.sh" "$word" --models-dir "$dir" "${flags[@]}" 2>&1 | tee "$dir/$word.log"
+    [ -f "$dir/$word.json" ] || { echo "yardstick.sh: training \"$word\" failed; see $dir/$word.log" >&2; exit 1; }
+  fi
+done
+[ "${1:-}" = "--train-only" ] && exit 0
+bin="${1:-$repo/.build/release/clawvoice}"
+[ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+venv="$here/.venv"
+# The anchors: the wheels ship their alexa models (pyopen-wakeword is in requirements.txt already).
+if [ ! -f "$venv/.anchors" ] || [ "$here/requirements-anchors.txt" -nt "$venv/.anchors" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements-anchors.txt"
+  touch "$venv/.anchors"
+fi
+export OMP_NUM_THREADS=1
+cd "$here"
+# The held-out flite negatives (make wake-eval builds them; ~22 min once).
+[ -f eval-flite/negatives.wav ] || "$venv/bin/python" -u evaluate.py --build-only
+exec "$venv/bin/python" -u realspeech.py --clawvoice "$bin" --heads "$dir" --recipe "$recipe" "${@:2}"
