@@ -84,8 +84,13 @@ public enum ConnectionEvent: Sendable, Equatable {
     /// This attempt cannot start at all until a person acts (e.g. a setup code that handed over
     /// no operator token): pause with this problem.
     case blocked(ConnectionProblem)
-    /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs`.
+    /// Time passed; deadlines are checked. Fed every `timing.pollIntervalMs` by a driver that
+    /// polls (a poll more than `stallMs` after the last event is a stall).
     case poll
+    /// The driver slept until `dueMs` (`nextDeadlineMs`, or an earlier wake of its own) and woke
+    /// now: deadlines are checked, and waking more than `stallMs` after both `dueMs` and the
+    /// last event is a stall. The session sleeps this way instead of polling.
+    case wake(dueMs: Int64)
 }
 
 public enum ConnectionAction: Sendable, Equatable {
@@ -259,23 +264,41 @@ public struct ConnectionMachine: Sendable {
             return []
 
         case (.poll, _):
-            let stalled = skipStall(nowMs).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
+            let stalled = skipStall(nowMs, since: lastEventMs).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
             return stalled + handlePoll(nowMs: nowMs, random: random)
+        case (.wake(let due), _):
+            let since = lastEventMs.map { max($0, due) }
+            let stalled = skipStall(nowMs, since: since).map { [ConnectionAction.clientStalled(ms: $0)] } ?? []
+            return stalled + handlePoll(nowMs: nowMs, random: random)
+        }
+    }
+
+    /// When the machine next has something to decide without any other event (a handshake
+    /// deadline, the tick watchdog, the end of a wait); nil when only an event can move it.
+    /// A driver that sleeps until then and feeds `.wake(dueMs:)` needs no poll.
+    public var nextDeadlineMs: Int64? {
+        switch phase {
+        case .opening: return attemptStartMs + timing.challengeTimeoutMs
+        case .handshaking: return attemptStartMs + timing.handshakeTimeoutMs
+        case .connected: return lastInboundMs + 2 * tickIntervalMs + 1
+        case .waiting(let until, _): return until
+        case .idle, .paused, .stopped: return nil
         }
     }
 
     /// A socket is open or opening: the phases whose deadlines run.
     private var isLive: Bool { phase == .opening || phase == .handshaking || phase == .connected }
 
-    /// A poll long after the previous event: the process was not running. The silence and the
-    /// attempt's deadlines move by the time lost, so frames still unread after a stall are not
-    /// taken for a dead gateway. Returns the stall's length when there was one.
-    private mutating func skipStall(_ nowMs: Int64) -> Int64? {
-        guard isLive, let last = lastEventMs, nowMs - last > timing.stallMs else { return nil }
+    /// A poll long after the previous event (a wake long after it was due): the process was not
+    /// running. The silence and the attempt's deadlines move by the time lost since the machine
+    /// last ran, so frames still unread after a stall are not taken for a dead gateway. Returns
+    /// the stall's length when there was one.
+    private mutating func skipStall(_ nowMs: Int64, since: Int64?) -> Int64? {
+        guard isLive, let since, let last = lastEventMs, nowMs - since > timing.stallMs else { return nil }
         let lost = nowMs - last - timing.pollIntervalMs
         lastInboundMs = min(lastInboundMs + lost, nowMs)
         attemptStartMs = min(attemptStartMs + lost, nowMs)
-        return nowMs - last
+        return nowMs - since
     }
 
     private mutating func handlePoll(nowMs: Int64, random: Double) -> [ConnectionAction] {

@@ -1,5 +1,10 @@
 // One role's session to one gateway: owns its socket, its pending requests and its machine.
+// `run()` is one loop over one stream: the socket's events (handed in by the client's service
+// thread) and the wake-ups of one timer armed for the next deadline (a request's, or the
+// machine's handshake, tick watchdog or retry), so an idle session costs nothing between them.
+// Invokes and the Talk target's follow-up run as children of the loop's task group.
 
+import Dispatch
 import Foundation
 import GatewayProtocol
 import Store
@@ -28,11 +33,20 @@ public actor GatewaySession {
     private var connectRequestId: String?
     private var sentAuth = ConnectAuth()
     private var pending: [String: PendingResponse] = [:]
-    /// Request deadlines, earliest first, checked on every poll tick (no sleeping task per request).
+    /// Request deadlines, earliest first; the timer is armed for the first (no task per request).
     private var deadlines: [(atMs: Int64, id: String, method: String, ms: Int64)] = []
-    /// Running invokes: their task, and the signal that tells the handler why it was cancelled.
-    private var invokes: [String: (task: Task<Void, Never>, signal: InvokeSignal)] = [:]
-    private var pollTask: Task<Void, Never>?
+    /// Running invokes: how to stop one (finishing its stream cancels its handler), and the
+    /// signal that tells the handler why it was cancelled.
+    private var invokes: [String: (stop: AsyncStream<Void>.Continuation, signal: InvokeSignal)] = [:]
+    /// The loop's inbox while it runs; nil before start and after stop.
+    private var inbox: AsyncStream<Input>.Continuation?
+    /// Work for the loop's task group, made while it handles an input (invokes, the Talk target).
+    private var jobs: [@Sendable () async -> Void] = []
+    /// The one timer: a wake-up into the inbox at `armedMs`, the earliest deadline.
+    private var timer: (any DispatchSourceTimer)?
+    private var armedMs: Int64?
+    /// The loop when `start()` began it (callers without a task group); `run()` needs none.
+    private var runner: Task<Void, Never>?
     private var hello: HelloOk?
     private var connectedAtMs: Int64?
     private(set) var status: SessionStatus
@@ -74,26 +88,92 @@ public actor GatewaySession {
 
     // MARK: lifecycle
 
+    /// What the loop takes, one at a time.
+    private enum Input: Sendable {
+        case socket(WebSocketEvent, generation: Int)
+        /// The timer fired for the deadline at `dueMs`.
+        case wake(dueMs: Int64)
+    }
+
+    /// Runs the session until its task is cancelled (or `stop()` is called): connects, and
+    /// reconnects by itself. The way to run it as a service or a child of a task group.
+    public func run() async {
+        guard let stream = begin() else { return }
+        await loop(stream)
+        end()
+    }
+
+    /// Starts the session for a caller without a task group (tests, one-shot commands); `stop()`
+    /// ends it. Connecting has begun (the status says so) when this returns.
     public func start() {
-        guard pollTask == nil else { return }
-        setStatus(.connecting, "connecting to \(endpoint.url)")
-        perform(machine.handle(.start, nowMs: nowMs))
-        pollTask = Task { [weak self, interval = machine.timing.pollIntervalMs] in  // Unstructured: the poll tick lives from start() to stop() of an actor its callers start and stop without a group; stop() cancels it
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(interval))
-                await self?.poll()
-            }
-        }
+        guard let stream = begin() else { return }
+        runner = Task { await self.loop(stream) }  // Unstructured: start()/stop() is the API for callers with no task group to run run() in; stop() cancels it
     }
 
     public func stop() {
+        end()
+        runner?.cancel()
+        runner = nil
+    }
+
+    private func begin() -> AsyncStream<Input>? {
+        guard inbox == nil else { return nil }
+        let (stream, continuation) = AsyncStream.makeStream(of: Input.self)
+        inbox = continuation
+        setStatus(.connecting, "connecting to \(endpoint.url)")
+        perform(machine.handle(.start, nowMs: nowMs))
+        rearm()
+        return stream
+    }
+
+    private func end() {
         perform(machine.handle(.stop, nowMs: nowMs))
-        pollTask?.cancel()
-        pollTask = nil
+        generation += 1  // what the old socket still hands in is dropped
         teardownSocket()
+        cancelInvokes()
+        timer?.cancel()
+        timer = nil
+        armedMs = nil
+        inbox?.finish()
+        inbox = nil
         setStatus(.stopped, "stopped")
         for w in connectedWaiters { w.resume() }
         connectedWaiters.removeAll()
+    }
+
+    /// The loop: one input at a time, then the children it asked for, then the timer re-armed.
+    /// Ends when the inbox is finished (stop) or the task is cancelled; the children are then
+    /// cancelled and waited for.
+    private func loop(_ stream: AsyncStream<Input>) async {
+        await withDiscardingTaskGroup { group in
+            for await input in stream {
+                switch input {
+                case .socket(let event, let gen): socketEvent(event, generation: gen)
+                case .wake(let due): wake(dueMs: due)
+                }
+                for job in jobs { group.addTask(operation: job) }
+                jobs.removeAll()
+                rearm()
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Arms the timer for the earliest deadline. A deadline that moved later (every inbound
+    /// frame moves the tick watchdog's) leaves the timer alone: its early wake finds nothing due
+    /// and arms it again, so a busy socket does not reschedule it per frame.
+    private func rearm() {
+        let due = [machine.nextDeadlineMs, deadlines.first?.atMs].compactMap { $0 }.min()
+        guard let due, armedMs.map({ due < $0 }) ?? true, let inbox else { return }
+        armedMs = due
+        let t: any DispatchSourceTimer
+        if let timer { t = timer } else {
+            t = DispatchSource.makeTimerSource(queue: .global())
+            t.resume()
+            timer = t
+        }
+        t.setEventHandler { inbox.yield(.wake(dueMs: due)) }
+        t.schedule(deadline: .now() + .milliseconds(Int(max(0, due - nowMs))), leeway: .milliseconds(2))
     }
 
     /// Credentials changed (a new token or setup code): forget the pause and reconnect.
@@ -141,13 +221,14 @@ public actor GatewaySession {
         connectedWaiters.removeAll()
     }
 
-    private func poll() {
+    private func wake(dueMs due: Int64) {
+        if armedMs == due { armedMs = nil }  // fired: the next rearm schedules it again
         let now = nowMs
         while let d = deadlines.first, d.atMs <= now {
             deadlines.removeFirst()
             pending.removeValue(forKey: d.id)?.resolve(.failure(GatewayRequestError.timedOut(method: d.method, ms: d.ms)))
         }
-        perform(machine.handle(.poll, nowMs: now, random: Double.random(in: 0..<1)))
+        perform(machine.handle(.wake(dueMs: due), nowMs: now, random: Double.random(in: 0..<1)))
     }
 
     // MARK: requests
@@ -174,6 +255,7 @@ public actor GatewaySession {
         if timeout > 0 {
             let at = nowMs + timeout
             deadlines.insert((at, id, method, timeout), at: deadlines.firstIndex { $0.atMs > at } ?? deadlines.endIndex)
+            rearm()
         }
         return response
     }
@@ -236,6 +318,7 @@ public actor GatewaySession {
                 publish(s)
             }
         }
+        rearm()
     }
 
     private func openSocket() {
@@ -275,18 +358,15 @@ public actor GatewaySession {
         wsOptions.pingInterval = .seconds(options.pingIntervalSeconds)
         let client: WebSocketClient
         do {
-            client = try WebSocketClient(url: url, options: wsOptions)
+            client = try WebSocketClient(url: url, options: wsOptions) { [inbox] event, _ in
+                inbox?.yield(.socket(event, generation: gen))
+            }
         } catch {
             perform(machine.handle(.socketFailed(message: "\(error)", permanent: true), nowMs: nowMs))
             return
         }
         socket = client
         if status.state != .pairing { setStatus(.connecting, "connecting to \(endpoint.url)") }
-        Task { [weak self] in  // Unstructured: one reader per socket, replaced with it; next step: run() over one merged stream of socket events and ticks
-            for await event in client.events {
-                await self?.socketEvent(event, generation: gen)
-            }
-        }
         client.connect()
     }
 
@@ -394,9 +474,9 @@ public actor GatewaySession {
         let asks = h.methods.isEmpty || h.methods.contains("talk.config")
         let answer = asks ? try? send("talk.config", params: ["includeSecrets": false], timeoutMs: 5_000) : nil
         let gen = generation
-        Task { [weak self] in  // Unstructured: the Talk target's talk.config answer arrives after hello-ok is handled; a newer socket's generation drops it
+        jobs.append { [self] in  // the talk.config answer arrives after hello-ok is handled; a newer socket's generation drops it
             let config = try? await answer?.value()
-            await self?.finishTalkTarget(h, config: config, generation: gen)
+            await finishTalkTarget(h, config: config, generation: gen)
         }
     }
 
@@ -489,7 +569,7 @@ public actor GatewaySession {
     }
 
     private func cancelInvokes() {
-        for (_, i) in invokes { i.signal.end(.disconnected); i.task.cancel() }
+        for (_, i) in invokes { i.signal.end(.disconnected); i.stop.finish() }
         invokes.removeAll()
     }
 
@@ -583,7 +663,7 @@ public actor GatewaySession {
                 if let c = NodeInvokeCancel(payload: e.payload), let running = invokes.removeValue(forKey: c.invokeId) {
                     log.log(.info, component, "invoke \(c.invokeId) cancelled by the gateway")
                     running.signal.end(.cancelled)
-                    running.task.cancel()
+                    running.stop.finish()
                 }
             default:
                 onEvent(e)
@@ -618,14 +698,24 @@ public actor GatewaySession {
             return
         }
         // The answer leaves when the timeout says, not when the handler stops (InvokeLatch).
+        // A child of the loop's group; node.invoke.cancel or a lost socket finishes `stop`, which
+        // cancels the handler (the group cannot cancel one child on its own).
         let signal = InvokeSignal()
-        let task = Task { [weak self] in  // Unstructured: kept by invoke id so node.invoke.cancel and a lost socket can cancel it; the latch answers once
-            await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
-                                  handler: { await commands.handle(request, nodeId: nodeId) },
-                                  answer: { [weak self] in await self?.finishInvoke(request, $0, generation: gen) })
-            await self?.invokeStopped(request.id, signal)
+        let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
+        jobs.append { [self] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await InvokeLatch.run(request, nodeId: nodeId, timeoutMs: request.timeoutMs ?? 30_000, signal: signal,
+                                          handler: { await commands.handle(request, nodeId: nodeId) },
+                                          answer: { await self.finishInvoke(request, $0, generation: gen) })
+                }
+                group.addTask { for await _ in stopped {} }
+                await group.next()
+                group.cancelAll()
+            }
+            await invokeStopped(request.id, signal)
         }
-        invokes[request.id] = (task, signal)
+        invokes[request.id] = (stop, signal)
     }
 
     private func invokeStopped(_ id: String, _ signal: InvokeSignal) {
@@ -645,3 +735,6 @@ public actor GatewaySession {
         try await request(GatewayMethod.nodeEvent, params: try JSONValue(encoding: NodeEventParams(event: event, payload: payload)))
     }
 }
+
+/// A session runs as a service: `run()` until cancelled.
+extension GatewaySession: Service {}

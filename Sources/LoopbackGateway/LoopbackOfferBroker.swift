@@ -7,12 +7,14 @@
 // on threads of its own: a test fake with one or two calls at a time.
 
 import Foundation
+import GatewayProtocol
+import Synchronization
 import WebSocketTransport
 #if canImport(Glibc)
 import Glibc
 #endif
 
-final class LoopbackOfferBroker: @unchecked Sendable {
+final class LoopbackOfferBroker: Sendable {
     /// (path, bearer secret, offer SDP) → (status, body). Runs on the gateway actor.
     typealias Handler = @Sendable (String, String?, String?, String) async -> (Int, String)
 
@@ -21,8 +23,7 @@ final class LoopbackOfferBroker: @unchecked Sendable {
     let tls: TLSServerContext?
     private let fd: Int32
     private let handler: Handler
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
 
     init(tls: TLSServerContext? = nil, handler: @escaping Handler) throws {
         self.handler = handler
@@ -50,15 +51,15 @@ final class LoopbackOfferBroker: @unchecked Sendable {
     }
 
     func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+        }
     }
 
-    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+    private var isStopped: Bool { stopped.withLock { $0 } }
 
     private func acceptLoop() {
         while !isStopped {
@@ -121,15 +122,17 @@ final class LoopbackOfferBroker: @unchecked Sendable {
         }
         let body = String(decoding: data[h..<min(data.count, h + contentLength)], as: UTF8.self)
         let bearer = headers["authorization"].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-        let box = ResultBox()
+        let box = Locked<(Int, String)>((502, "no answer"))
         let done = DispatchSemaphore(value: 0)
         let path = String(requestLine[1]), ctype = headers["content-type"], handler = self.handler
         Task.detached {
-            box.value = await handler(path, bearer, ctype, body)
+            let answer = await handler(path, bearer, ctype, body)
+            box.withLock { $0 = answer }
             done.signal()
         }
         done.wait()
-        respond(conn, box.value.0, box.value.1)
+        let (status, reply) = box.value
+        respond(conn, status, reply)
     }
 
     private func respond(_ c: Wire, _ status: Int, _ body: String) {
@@ -148,8 +151,6 @@ private struct Wire {
     let write: ([UInt8]) -> Bool
     let finish: () -> Void
 }
-
-private final class ResultBox: @unchecked Sendable { var value: (Int, String) = (502, "no answer") }
 
 struct LoopbackBrokerError: Error, CustomStringConvertible {
     var description: String

@@ -43,19 +43,22 @@ extension NodeDaemon {
                     }
                 }
                 group.addTask { await s.outbox.run() }
-                await s.link.start()
+                group.addTask { await s.link.run() }
             }
             let request = await requests.next()
-            // Ends the sender's loop; a chat.send on the wire stops being waited for (its turn
-            // stays queued and goes again, with the same key, from the next scope).
+            if let reason = request {
+                // The talk loop and a call hear of the switch before the old link goes down.
+                log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
+                await calls?.service.gatewaySwitched()
+                await talk.interrupt(reason: reason)
+            }
+            // Ends the sender's loop and both sessions (the group waits for them); a chat.send on
+            // the wire stops being waited for (its turn stays queued and goes again, with the
+            // same key, from the next scope).
             group.cancelAll()
             return request
             }
-            guard let reason = request else { break }
-            log.log(.info, "daemon", "\(reason): rebuilding the gateway link")
-            await calls?.service.gatewaySwitched()
-            await talk.interrupt(reason: reason)
-            await current?.link.stop()
+            guard request != nil else { break }
             do {
                 if let record = try resolveActiveGateway(config: latestConfig.withLock({ $0 }), store: store, remember: true) {
                     let next = makeScope(record)
@@ -74,7 +77,6 @@ extension NodeDaemon {
                 log.log(.error, "daemon", "the gateway list cannot be read: \(error)")
             }
         }
-        await current?.link.stop()
     }
 
     /// Barge-in needs to know whether the speaker is a headset: ask PulseAudio about the sink.

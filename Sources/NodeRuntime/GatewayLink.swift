@@ -50,6 +50,15 @@ public final class GatewayLink: Sendable {
                                     onStatus: onStatus, onEvent: onEvent(.operator))
     }
 
+    /// Runs both sessions, each a child of one group, until the task is cancelled.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.node.run() }
+            group.addTask { await self.operator.run() }
+        }
+    }
+
+    /// For callers without a task group to run `run()` in.
     public func start() async {
         await node.start()
         await `operator`.start()
@@ -102,3 +111,6 @@ public final class GatewayLink: Sendable {
 public enum ClawvoiceVersion {
     public static let current = "0.1.0"
 }
+
+/// Both roles as one service.
+extension GatewayLink: Service {}

@@ -151,10 +151,10 @@ public enum PairingFlow {
                 break
             }
         }
-        await link.start()
         let started = ContinuousClock.now
-        // Every 30 s, what is still pending, and only while something is.
+        // Both sessions, and every 30 s what is still pending, as children of the wait.
         let outcome = await withTaskGroup(of: Void.self) { group in
+            group.addTask { await link.run() }
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(30))
@@ -172,7 +172,6 @@ public enum PairingFlow {
             group.cancelAll()
             return outcome
         }
-        await link.stop()
         let paired = SessionRole.allCases.filter { (try? store.token(gateway: record.name, role: $0.rawValue)) != nil }
         switch outcome {
         case .some(.success):

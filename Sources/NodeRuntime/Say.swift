@@ -24,12 +24,23 @@ public enum SayCommand {
                                                              allowInsecure: record.allowInsecure),
                                    credentials: GatewayCredentials(sharedToken: record.sharedToken, password: record.password),
                                    identity: identity, instanceId: instanceId, store: store, options: options, log: log)
-            await s.start()
-            let st = await firstVerdict(s, timeout: .seconds(8))
-            if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
             session = s
         }
-        // Nothing below throws: the session is stopped at the end, awaited.
+        // Nothing below throws. The session runs as a child of this group and ends with it.
+        return await withTaskGroup(of: Void.self) { group in
+            if let s = session {
+                group.addTask { await s.run() }
+                let st = await firstVerdict(s, timeout: .seconds(8))
+                if st.state != .connected { say("gateway not reachable (\(st.detail)); speaking on this device") }
+            }
+            let status = await speak(text, local: local, out: out, session: session, config: config, log: log, say: say)
+            group.cancelAll()
+            return status
+        }
+    }
+
+    private static func speak(_ text: String, local: Bool, out: String?, session: GatewaySession?, config: ClawConfig, log: LogSink,
+                              say: @escaping @Sendable (String) -> Void) async -> Int32 {
         let sink: any SpeechSink
         var pulse: PulseConnection?
         if let out {
@@ -42,7 +53,6 @@ public enum SayCommand {
         defer { pulse?.close() }
         let speech = SpeechOutput(channel: session, sink: sink, config: NodeDaemon.speechConfig(config), log: log)
         let report = await speech.speak(text, route: local ? .local : .talkSpeak)
-        await session?.stop()
         return summarize(report, out: out, say: say)
     }
 

@@ -5,6 +5,7 @@
 
 import CWebRTCPeer
 import Foundation
+import Synchronization
 
 public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
@@ -162,18 +163,20 @@ public final class WebRTCPeer: @unchecked Sendable {
 }
 
 /// What the C callbacks reach: the two stream ends and the one local-description waiter.
-private final class Sink: @unchecked Sendable {
+private final class Sink: Sendable {
+    private struct State {
+        var last: WebRTCPeer.Event?
+        var pending: Result<String, WebRTCError>?
+        var waiter: CheckedContinuation<String, any Error>?
+        var lastAudioAt: ContinuousClock.Instant?
+    }
     let eventsOut: AsyncStream<WebRTCPeer.Event>.Continuation
     let audio: AsyncStream<[Int16]>.Continuation
-    private let lock = NSLock()
-    private var last: WebRTCPeer.Event?
-    private var pending: Result<String, WebRTCError>?
-    private var waiter: CheckedContinuation<String, any Error>?
-    private var lastAudioAt: ContinuousClock.Instant?
+    private let state = Mutex(State())
 
     /// When the last decoded remote audio came out (nil: none yet).
-    var lastAudio: ContinuousClock.Instant? { lock.lock(); defer { lock.unlock() }; return lastAudioAt }
-    func heard() { lock.lock(); lastAudioAt = .now; lock.unlock() }
+    var lastAudio: ContinuousClock.Instant? { state.withLock { $0.lastAudioAt } }
+    func heard() { state.withLock { $0.lastAudioAt = .now } }
 
     init(events: AsyncStream<WebRTCPeer.Event>.Continuation, audio: AsyncStream<[Int16]>.Continuation) {
         self.eventsOut = events
@@ -195,10 +198,7 @@ private final class Sink: @unchecked Sendable {
         default: event = nil
         }
         guard let event else { return }
-        lock.lock()
-        let repeated = last == event
-        last = event
-        lock.unlock()
+        let repeated = state.withLock { s in defer { s.last = event }; return s.last == event }
         if !repeated { eventsOut.yield(event) }
     }
 
@@ -207,29 +207,23 @@ private final class Sink: @unchecked Sendable {
 
     private func wait() async throws -> String {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<String, any Error>) in
-            lock.lock()
-            if let pending {
-                self.pending = nil
-                lock.unlock()
-                c.resume(with: pending.mapError { $0 as any Error })
-            } else {
-                waiter = c
-                lock.unlock()
+            let ready = state.withLock { s -> Result<String, WebRTCError>? in
+                guard let p = s.pending else { s.waiter = c; return nil }
+                s.pending = nil
+                return p
             }
+            if let ready { c.resume(with: ready.mapError { $0 as any Error }) }
         }
     }
 
     /// The first result wins; later ones (a timeout after success) are dropped.
     func localDescription(_ result: Result<String, WebRTCError>) {
-        lock.lock()
-        if let w = waiter {
-            waiter = nil
-            lock.unlock()
-            w.resume(with: result.mapError { $0 as any Error })
-        } else {
-            if pending == nil { pending = result }
-            lock.unlock()
+        let waiting = state.withLock { s -> CheckedContinuation<String, any Error>? in
+            if let w = s.waiter { s.waiter = nil; return w }
+            if s.pending == nil { s.pending = result }
+            return nil
         }
+        waiting?.resume(with: result.mapError { $0 as any Error })
     }
 
     func finish() {

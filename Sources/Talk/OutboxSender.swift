@@ -457,3 +457,6 @@ public actor OutboxSender {
         wakes.signal()
     }
 }
+
+/// The sender runs as a service: a child of the daemon's gateway scope.
+extension OutboxSender: Service {}

@@ -3,6 +3,7 @@
 // payloads and the one place that calls lws_write for WebSocket messages.
 internal import CWebsockets
 internal import Foundation
+internal import Synchronization
 
 /// Process-wide libwebsockets state.
 ///
@@ -219,37 +220,30 @@ final class ProtocolTable {
     }
 }
 
-/// A thread-safe flag a waiter can block on with a deadline.
-// @unchecked: guarded by its NSCondition (threads block on it with a deadline; Mutex has no wait).
-final class CompletionSignal: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var done = false
+/// A thread-safe flag a waiter can block on with a deadline: a dispatch group entered once and
+/// left on the first `signal()` (any number of threads may wait on it).
+final class CompletionSignal: Sendable {
+    private let group = DispatchGroup()
+    private let done = Mutex(false)
+
+    init() { group.enter() }
 
     func signal() {
-        condition.lock()
-        done = true
-        condition.broadcast()
-        condition.unlock()
+        let first = done.withLock { done in defer { done = true }; return !done }
+        if first { group.leave() }
     }
 
-    var isSignalled: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return done
-    }
+    var isSignalled: Bool { done.withLock { $0 } }
 
     /// Returns true if signalled before `timeout` elapsed.
     @discardableResult
     func wait(timeout: Duration) -> Bool {
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        while !done {
-            if !condition.wait(until: deadline) { return done }
-        }
-        return true
+        let c = timeout.components
+        let nanoseconds = max(0, c.seconds) * 1_000_000_000 + max(0, c.attoseconds) / 1_000_000_000
+        return group.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds))) == .success
     }
+
+    deinit { if !isSignalled { group.leave() } }  // a DispatchGroup must not be freed entered
 }
 
 /// The C signature of an lws protocol callback: (wsi, reason, per-session user, in, len).

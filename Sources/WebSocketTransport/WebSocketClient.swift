@@ -61,7 +61,24 @@ public final class WebSocketClient: Sendable {
     let core: ClientCore  // internal for the leak test
 
     /// Validates the options against the URL; no I/O happens until ``connect()``.
-    public init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions()) throws(WebSocketError) {
+    public convenience init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions()) throws(WebSocketError) {
+        let (stream, continuation) = AsyncStream.makeStream(of: WebSocketEvent.self, bufferingPolicy: .unbounded)
+        try self.init(url: url, options: options, events: stream) { event, last in
+            continuation.yield(event)
+            if last { continuation.finish() }
+        }
+    }
+
+    /// The same, with each event handed to `deliver` on the service thread instead of ``events``
+    /// (which then stays empty): for an owner that merges them into a stream of its own, so no
+    /// task is needed to carry them over. `last` is true for the one `.closed` or `.failed`.
+    public convenience init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions(),
+                            deliver: @escaping @Sendable (_ event: WebSocketEvent, _ last: Bool) -> Void) throws(WebSocketError) {
+        try self.init(url: url, options: options, events: AsyncStream { $0.finish() }, deliver: deliver)
+    }
+
+    private init(url: WebSocketURL, options: WebSocketClientOptions, events: AsyncStream<WebSocketEvent>,
+                 deliver: @escaping @Sendable (WebSocketEvent, Bool) -> Void) throws(WebSocketError) {
         if !url.secure && !url.isLoopback && !options.allowInsecureRemote {
             throw .insecureTransportRefused(host: url.host)
         }
@@ -75,9 +92,8 @@ public final class WebSocketClient: Sendable {
         self.options = options
         // Gateway frames can be megabytes; their buffers must not stay resident (issue 11).
         ProcessMemory.returnLargeBuffersToTheSystem()
-        let (stream, continuation) = AsyncStream.makeStream(of: WebSocketEvent.self, bufferingPolicy: .unbounded)
-        events = stream
-        core = ClientCore(url: url, options: options, pin: pin, continuation: continuation)
+        self.events = events
+        core = ClientCore(url: url, options: options, pin: pin, deliver: deliver)
     }
 
     deinit { core.close(code: 1001, reason: "") }
@@ -115,7 +131,7 @@ final class ClientCore: @unchecked Sendable {  // @unchecked: the lws service th
     let url: WebSocketURL
     let options: WebSocketClientOptions
     let pin: String?
-    private let continuation: AsyncStream<WebSocketEvent>.Continuation
+    private let deliver: @Sendable (WebSocketEvent, Bool) -> Void
     private let stopped = CompletionSignal()
 
     // Guarded by `lock`: touched by public methods on any thread and by the service thread.
@@ -139,11 +155,11 @@ final class ClientCore: @unchecked Sendable {  // @unchecked: the lws service th
     private var lastTransportError: String?
     private var handshakeDeadline: ContinuousClock.Instant?
 
-    init(url: WebSocketURL, options: WebSocketClientOptions, pin: String?, continuation: AsyncStream<WebSocketEvent>.Continuation) {
+    init(url: WebSocketURL, options: WebSocketClientOptions, pin: String?, deliver: @escaping @Sendable (WebSocketEvent, Bool) -> Void) {
         self.url = url
         self.options = options
         self.pin = pin
-        self.continuation = continuation
+        self.deliver = deliver
         connection = WebSocketClientConnection(url: url, maxMessageBytes: options.maxMessageBytes, random: SystemRandomNumberGenerator())
     }
 
@@ -193,8 +209,7 @@ final class ClientCore: @unchecked Sendable {  // @unchecked: the lws service th
         outbox.removeAll()
         lock.unlock()
         guard first else { return }
-        continuation.yield(event)
-        continuation.finish()
+        deliver(event, true)
     }
 
     // MARK: Service thread
@@ -479,7 +494,7 @@ final class ClientCore: @unchecked Sendable {  // @unchecked: the lws service th
             case .emit(let event):
                 switch event {
                 case .closed, .failed: emitTerminal(event)
-                default: continuation.yield(event)
+                default: deliver(event, false)
                 }
             case .opened:
                 isOpen = true
