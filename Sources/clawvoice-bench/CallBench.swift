@@ -116,7 +116,7 @@ func callFigures(rounds: Int, pulse: PrivatePulseServer) async throws -> [Figure
         var legs = ""
         if peer != nil, peerGaps.count == handedWall.count {
             let up = zip(peerGaps, handedWall).map { ($0.heard - $1) * 1000 }, down = zip(peerGaps, firstWrittenWall).map { ($1 - $0.sent) * 1000 }
-            legs = String(format: "; by leg (wall clock): our last voiced frame handed → the peer hears it %.0f ms (our Opus framing and send, the peer's jitter buffer and decode), the peer sends its first → written to our stream %.0f ms (our jitter buffer, 40 ms, and decode)", median(up), median(down))
+            legs = String(format: "; by leg (wall clock): our last voiced frame handed → the peer hears it %.0f ms (our Opus framing and send, the peer's jitter buffer and decode), the peer sends its first → written to our stream %.0f ms (our jitter buffer and decode)", median(up), median(down))
         }
         let far = median(farGaps)
         let goal: Double = path == "webrtc" ? 60 : 120
