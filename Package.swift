@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
         .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
         .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime", "WakeWord"]),
-        .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord"]),
+        .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
 
         .testTarget(name: "GatewayProtocolTests", dependencies: ["GatewayProtocol"]),
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),

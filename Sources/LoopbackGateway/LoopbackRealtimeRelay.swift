@@ -19,6 +19,10 @@ extension LoopbackGateway {
         public var playedMs = 0
         public var utterances = 0
         public var cancels: [String] = []
+        /// Per answered utterance: its last voiced append heard → the answer's first `audio` event
+        /// sent (the relay's own share of a reply, its 400 ms endpoint included; clawvoice-bench).
+        public var replyGapsMs: [Double] = []
+        var lastVoiceAt: ContinuousClock.Instant?
         public var closed = false
         var owner: ConnectionID
         var voiceMs = 0
@@ -94,6 +98,7 @@ extension LoopbackGateway {
         let energy = pcm.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(pcm.count)
         if energy > 327.68 * 327.68 {
             r.heardVoiceMs += ms
+            r.lastVoiceAt = .now
             r.voiceMs += ms
             r.quietMs = 0
             r.utterance += pcm
@@ -104,10 +109,10 @@ extension LoopbackGateway {
                 r.turn += 1
                 let turn = "turn-\(r.turn)"
                 r.speakingTurn = turn
-                let audio = r.utterance
+                let audio = r.utterance, since = r.lastVoiceAt
                 r.voiceMs = 0; r.quietMs = 0; r.utterance = []
                 realtimeRelays[id] = r
-                Task { await self.speak(id, turn: turn, audio) }
+                Task { await self.speak(id, turn: turn, audio, since: since) }
                 return
             }
         } else {
@@ -118,7 +123,7 @@ extension LoopbackGateway {
     }
 
     /// 20 ms frames of 960 bytes, in real time, while the turn still owns the output.
-    private func speak(_ id: String, turn: String, _ audio: [Int16]) async {
+    private func speak(_ id: String, turn: String, _ audio: [Int16], since: ContinuousClock.Instant?) async {
         relayEvent(id, "audioStarted", [:], turnId: turn)
         let clock = ContinuousClock()
         var next = clock.now
@@ -127,6 +132,10 @@ extension LoopbackGateway {
             let frame = Array(audio[start..<min(start + 480, audio.count)])
             let bytes = frame.withUnsafeBufferPointer { Data(buffer: $0) }
             relayEvent(id, "audio", ["audioBase64": .string(bytes.base64EncodedString())], turnId: turn)
+            if start == 0, let since {
+                let gap = ContinuousClock.now - since
+                realtimeRelays[id]?.replyGapsMs.append(Double(gap.components.seconds) * 1000 + Double(gap.components.attoseconds) / 1e15)
+            }
             realtimeRelays[id]?.playedMs += 20
             next += .milliseconds(20)
             try? await Task.sleep(until: next)

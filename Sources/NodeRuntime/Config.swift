@@ -101,6 +101,9 @@ public struct ClawConfig: Sendable, Equatable {
         public var callsIceAddress: String? = nil
         /// A call with no speech either way for this long ends (the room node's call idle timer).
         public var callIdleSeconds: Int = 120
+        /// A wake phrase (one of the node's triggers) that starts a call instead of a turn
+        /// (the talk.realtime.startOn); nil: every trigger starts a turn.
+        public var callWakeWord: String? = nil
     }
     public struct PTT: Sendable, Equatable {
         /// Input device for the push-to-talk key: a /dev/input/by-id/… path, "auto", or nil (off).

@@ -115,6 +115,8 @@ extension ClawConfig {
                             "Gather the call's ICE candidates on this one local address only; null: every host address."),
             .int("talk.callIdleSeconds", \.talk.callIdleSeconds, 10...3600,
                  "A call with no speech either way for this long ends, in seconds (the room node's call idle timer)."),
+            .optionalString("talk.callWakeWord", \.talk.callWakeWord,
+                            "A wake phrase, one of the node's triggers (e.g. \"computer\"), that starts a realtime call instead of a turn (talk.calls must be on); null: every trigger starts a turn."),
 
             .optionalString("ptt.device", \.ptt.device,
                             "Push-to-talk key device: a /dev/input/by-id/… path, \"auto\" (any device with media or phone keys, as headsets have), or null (no key). Reading input devices needs the `input` group."),

@@ -276,6 +276,8 @@ public final class NodeDaemon: Sendable {
         t.speakReplies = c.talk.speakReplies
         t.interruptOnSpeech = c.talk.interruptOnSpeech
         t.followUpMs = c.talk.followUpMs
+        // Only with calls on: otherwise the phrase stays an ordinary trigger.
+        t.callWakeWord = c.talk.calls ? c.talk.callWakeWord : nil
         t.stopWordSensitivity = c.talk.stopWordSensitivity
         t.stopWordModelsDirectory = c.talk.stopWord ? c.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory() : nil
         t.headset = c.audio.headset ?? false

@@ -86,6 +86,9 @@ final class DaemonCalls: Sendable {
         let service = self.service
         let sink = frameSink
         await talk.onCallFrames { frame in sink.yield(frame.samples) }
+        await talk.onCallStart { phrase in
+            Task { _ = await service.start(origin: .local("wake: \(phrase)")) }
+        }
         await talk.onCallEnd { reason in
             Task { _ = await service.stop(cause: reason == "gateway switched" ? .gatewaySwitched : .sessionSwitched) }
         }

@@ -12,6 +12,13 @@ extension TalkController {
 
     private func setOnEndCall(_ hook: @escaping @Sendable (String) -> Void) { onEndCall = hook }
 
+    /// Where the call's wake phrase (talk.callWakeWord) goes: the call service's start.
+    public nonisolated func onCallStart(_ hook: @escaping @Sendable (String) -> Void) async {
+        await onLoop { await $0.setOnStartCall(hook) }
+    }
+
+    private func setOnStartCall(_ hook: @escaping @Sendable (String) -> Void) { onStartCall = hook }
+
     /// Where the microphone's frames go during a call (not while muted).
     public nonisolated func onCallFrames(_ hook: @escaping @Sendable (PCMBuffer) -> Void) async {
         await onLoop { await $0.setOnCallFrame(hook) }

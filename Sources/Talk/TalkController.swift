@@ -47,6 +47,8 @@ public struct TalkConfig: Sendable, Equatable {
     public var speakerTailMs = 300
     /// After a reply, listen this long for a next turn without the wake word (0: off).
     public var followUpMs = 0
+    /// The wake phrase that starts a realtime call instead of a turn (talk.callWakeWord).
+    public var callWakeWord: String?
     /// A command arriving while the microphone or the operator session is still starting waits this long.
     public var partsWaitMs: Int64 = 3_000
     /// Echo cancellation against the speaker (config audio.echoCancel): nil means on for
@@ -143,6 +145,8 @@ public actor TalkController {
     private var onEvent: (@Sendable (TalkEvent) -> Void)?
     /// Ends the realtime call (TalkController+Call.swift).
     var onEndCall: (@Sendable (String) -> Void)?
+    /// Where a call's wake phrase goes (the call service's start).
+    var onStartCall: (@Sendable (String) -> Void)?
     /// Where the microphone goes while a call holds the room (echo-cancelled when that is on).
     var onCallFrame: (@Sendable (PCMBuffer) -> Void)?
     private var startedReplies: Set<String> = []
@@ -234,6 +238,7 @@ public actor TalkController {
         s.replyTimeoutMs = c.replyTimeoutMs
         s.partsWaitMs = c.partsWaitMs
         s.followUpMs = c.followUpMs
+        s.callWakePhrase = c.callWakeWord
         s.stopWordEnabled = c.stopWordModelsDirectory != nil
         if let w = wake {
             s.wakeEnabled = w.enabled
@@ -542,6 +547,8 @@ public actor TalkController {
             wake?.lookback.removeAll()
         case .endCall(let reason):
             onEndCall?(reason)
+        case .startCall(let phrase):
+            if let onStartCall { onStartCall(phrase) } else { log.log(.warning, "wake", "\"\(phrase)\" starts a call, but calls are off: set talk.calls to true in the config and restart") }
         case .cue(let cue):
             playCue(cue)
             if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }

@@ -4,6 +4,8 @@
 // starts is cancelled, and a session or gateway switch ends the call (`endCall`). Mute keeps the
 // call but closes its microphone (`callMicrophoneOpen`). Pure, like the rest of TalkMachine.
 
+import Foundation
+
 extension TalkMachine {
     /// Whether capture frames go into the call now.
     public var callMicrophoneOpen: Bool { call != nil && !muted }
@@ -24,6 +26,26 @@ extension TalkMachine {
         out.append(.cue(.callEnd))
         out.append(.resetWake)
         out.append(.log(.info, "talk", "call \(id) ended: push-to-talk and wake are back"))
+    }
+
+    /// The call's wake phrase (talk.callWakeWord) starts a call instead of a turn: no capture, no
+    /// chime (the call's own start sound plays); the call service answers for the rest.
+    mutating func callWakeStarts(phrase: String, out: inout [Action]) -> Bool {
+        guard let p = settings.callWakePhrase, Self.samePhrase(p, phrase) else { return false }
+        out.append(.wakeOutcome("call"))
+        out.append(.resetWake)
+        out.append(.clearPreRoll)
+        out.append(.startCall(phrase: phrase))
+        out.append(.log(.info, "wake", "\"\(phrase)\" starts a call"))
+        return true
+    }
+
+    /// Case, spacing and an underscore-for-space (model names) aside.
+    static func samePhrase(_ a: String, _ b: String) -> Bool {
+        func norm(_ s: String) -> String {
+            s.lowercased().replacingOccurrences(of: "_", with: " ").split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        }
+        return norm(a) == norm(b)
     }
 
     /// start/once during a call: refused BUSY. stop/cancel pass (nothing is being captured).

@@ -134,6 +134,8 @@ public struct TalkMachine: Sendable {
         /// channel without its echo (headset or echo-cancelled loudspeaker), and "stop" then
         /// stops the speech as a barge-in does, even with voice barge-in off. Ignored otherwise.
         public var stopWordEnabled = false
+        /// The wake phrase that starts a realtime call instead of a turn (talk.callWakeWord).
+        public var callWakePhrase: String?
         public init() {}
     }
 
@@ -303,6 +305,8 @@ public struct TalkMachine: Sendable {
         case cue(TalkCue)
         /// End the realtime call (a session or gateway switch).
         case endCall(reason: String)
+        /// Start a realtime call (the call's wake phrase was heard).
+        case startCall(phrase: String)
     }
 
     public private(set) var settings: Settings
@@ -793,6 +797,7 @@ public struct TalkMachine: Sendable {
             out.append(.wakeOutcome("busy"))
             return
         }
+        if callWakeStarts(phrase: phrase, out: &out) { return }
         if let e = notReady() {
             out.append(.cue(.error))
             out.append(.wakeOutcome("failed: \(e)"))

@@ -18,6 +18,9 @@ enum BenchUsage {
            clawvoice-bench --idle [--seconds N] [--ptt-cycles N]   a real daemon's idle CPU and RSS
                                                           (and its RSS over push-to-talk turns)
            clawvoice-bench --ptt-only --ptt-cycles N      the push-to-talk turns alone
+           clawvoice-bench --calls [--rounds N] [--json]   a realtime call per path (WebRTC via the
+                                                          aiortc peer, the gateway relay): reply
+                                                          latency, the node's share, barge-in, CPU
            clawvoice-bench --turn-features LIST           end-of-turn features of the WAVs in LIST
 
     Options:
@@ -32,7 +35,7 @@ enum BenchUsage {
     Build it with -c release for figures worth quoting: swift run -c release clawvoice-bench
     """
 
-    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only"]
+    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only", "--calls"]
     /// Options followed by a value, and whether the value must be a number.
     static let valued: [String: Bool] = ["--rounds": true, "--minutes": true, "--sentences": true, "--recording": false,
                                                 "--seconds": true, "--ptt-cycles": true, "--turn-features": false]

@@ -7,6 +7,7 @@
 //   swift run -c release clawvoice-bench --live-only [--rounds N]     (the live latency figures alone)
 //   swift run -c release clawvoice-bench --echo-only [--minutes N] [--recording FILE]   (EchoFigure.swift)
 //   swift run -c release clawvoice-bench --echo-check FILE…                          (EchoCheck.swift)
+//   swift run -c release clawvoice-bench --calls [--rounds N]     (CallFigures.swift, CallBench.swift)
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -99,6 +100,22 @@ if args.contains("--idle") || args.contains("--ptt-only") {
     }
     for f in fs {
         if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    pulse.stop()
+    exit(0)
+}
+
+// `--calls [--rounds N]`: a realtime call's figures per path (CallFigures.swift, CallBench.swift).
+if args.contains("--calls") {
+    let pulse = try await PrivatePulseServer()
+    do {
+        for f in try await callFigures(rounds: rounds, pulse: pulse) {
+            if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.1f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.0f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+        }
+    } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        pulse.stop()
+        exit(1)
     }
     pulse.stop()
     exit(0)

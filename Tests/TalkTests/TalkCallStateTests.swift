@@ -69,4 +69,29 @@ import Testing
         let (s, _) = d.command(.start)
         #expect(d.answers(s) == [.failed(.inCall)])
     }
+
+    @Test func `the call's wake phrase starts a call instead of a turn; other triggers still start turns`() {
+        var settings = TalkMachine.Settings()
+        settings.wakeEnabled = true
+        settings.callWakePhrase = "Hey Computer"
+        var d = MachineDriver(settings: settings)
+        let call = d.feed(.wakeHeard(phrase: "hey_computer", triggers: ["openclaw", "hey computer"], routedSession: nil, freshId: "w1"))
+        #expect(call.contains { if case .startCall("hey_computer") = $0 { return true }; return false }, "\(call)")
+        #expect(!has(call) { $0.isOpen }, "no capture for the call's phrase")
+        #expect(!has(call) { if case .playChime = $0 { return true }; return false })
+        #expect(has(call) { if case .wakeOutcome("call") = $0 { return true }; return false })
+        #expect(d.m.isIdle)
+        // Another trigger is an ordinary wake turn.
+        let turn = d.feed(.wakeHeard(phrase: "openclaw", triggers: ["openclaw", "hey computer"], routedSession: nil, freshId: "w2"))
+        #expect(has(turn) { $0.isOpen } && !has(turn) { if case .startCall = $0 { return true }; return false })
+        // During a call the phrase is refused as any wake is (no second call from the talk loop).
+        var c = MachineDriver(settings: settings)
+        c.feed(.callStarted(id: "call-1"))
+        let busy = c.feed(.wakeHeard(phrase: "hey computer", triggers: [], routedSession: nil, freshId: "w3"))
+        #expect(!has(busy) { if case .startCall = $0 { return true }; return false } && has(busy) { if case .wakeOutcome("busy") = $0 { return true }; return false })
+        // Without the setting the phrase starts a turn.
+        var plain = MachineDriver(settings: { var s = settings; s.callWakePhrase = nil; return s }())
+        let ordinary = plain.feed(.wakeHeard(phrase: "hey computer", triggers: [], routedSession: nil, freshId: "w4"))
+        #expect(has(ordinary) { $0.isOpen } && !has(ordinary) { if case .startCall = $0 { return true }; return false })
+    }
 }

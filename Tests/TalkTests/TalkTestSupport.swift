@@ -142,7 +142,7 @@ struct TalkRig {
                      outbox: Bool = false, startOutbox: Bool = true, echoCancel: Bool = false, followUpMs: Int = 0,
                      voiceDetector: VoiceDetectorChoice = .model, onceMaxMs: Int = 12_000,
                      interruptOnSpeech: Bool = true, stopWordModels: String? = nil, stopWordSensitivity: Double = TalkConfig().stopWordSensitivity,
-                     configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
+                     callWakeWord: String? = nil, configure: (inout LoopbackGateway.Configuration) -> Void = { _ in }) async throws -> TalkRig {
         try await TalkPulse.ensure()
         var gc = LoopbackGateway.Configuration()
         gc.autoApprove = true
@@ -173,6 +173,7 @@ struct TalkRig {
         var tc = TalkConfig()
         tc.silenceTimeoutMs = silenceTimeoutMs
         tc.preRollMs = preRollMs
+        tc.callWakeWord = callWakeWord
         tc.speakReplies = speakReplies
         tc.headset = headset
         tc.echoCancel = echoCancel ? true : false

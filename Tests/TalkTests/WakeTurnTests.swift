@@ -94,6 +94,25 @@ extension TalkAudio {
         #expect(await rig.talk.wakeStatus?.json["state"]?.stringValue == "listening")
     }
 
+    @Test
+    func `the call's wake phrase (talk.callWakeWord) starts a call, not a turn`() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.modelsDir + "/computer.json"), "models/computer.json is missing")
+        let rig = try await TalkRig.make(speakReplies: false, callWakeWord: "computer")
+        defer { Task { await rig.shutdown() } }
+        try await rig.waitForMicrophone()
+        let started = Locked<[String]>([])
+        await rig.talk.onCallStart { phrase in started.withLock { $0.append(phrase) } }
+        await rig.talk.enableWake(Self.wakeConfig(), triggers: ["openclaw", "computer"])
+        _ = try await rig.micPlayer.play(try Self.spoken("computer", tail: 2))
+        let called = try await Self.waitFor(10) { started.withLock { !$0.isEmpty } }
+        let status = await rig.talk.wakeStatus
+        #expect(called, "no call started; wake status \(String(describing: status?.json)); log: \(rig.log.all.withLock { $0.suffix(15) })")
+        #expect(started.withLock { $0 } == ["computer"])
+        #expect(status?.lastOutcome == "call")
+        #expect(await rig.gateway.requests(method: "chat.send").isEmpty, "no turn for the call's phrase")
+        #expect(await rig.gateway.relayRecords().isEmpty, "no capture went to the relay")
+    }
+
     /// `text` spoken by espeak-ng with `lead` seconds of silence before and `tail` after.
     static func spoken(_ text: String, lead: Double = 1, tail: Double) throws -> PCMBuffer {
         let words = try Signal.speech(text)

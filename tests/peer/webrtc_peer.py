@@ -66,6 +66,7 @@ class ReplyTrack(MediaStreamTrack):
         self.pts = 0
         self.start = None
         self.stats = stats
+        self.since = None  # monotonic time of the last voiced frame of the utterance being answered
 
     async def recv(self):
         if self.start is None:
@@ -82,6 +83,12 @@ class ReplyTrack(MediaStreamTrack):
             self.stats["playedMs"] += 20
             if self.stats["firstReplyAt"] is None:
                 self.stats["firstReplyAt"] = time.time()
+            if self.since is not None:
+                # The peer's own share of a reply (endpoint + --reply-delay-ms + frame pacing), for clawvoice-bench.
+                # With wall-clock times of both ends (heard, sent), to split the legs on one machine.
+                now = time.monotonic()
+                log("reply-gap-ms", round((now - self.since) * 1000, 1), "heard", round(time.time() - (now - self.since), 4), "sent", round(time.time(), 4))
+                self.since = None
         frame = AudioFrame(format="s16", layout="mono", samples=FRAME)
         frame.planes[0].update(chunk.tobytes())
         frame.sample_rate = RATE
@@ -146,7 +153,7 @@ class Peer:
 
     async def listen(self, track):
         """Counts what it hears; an utterance (voice ≥ 200 ms, then 400 ms quiet) is played back."""
-        voice_ms, quiet_ms, utterance = 0, 0, array.array("h")
+        voice_ms, quiet_ms, utterance, last_voice = 0, 0, array.array("h"), 0.0
         while True:
             try:
                 frame = await track.recv()
@@ -162,6 +169,7 @@ class Peer:
             if level > VOICE_DBFS:
                 self.stats["heardVoiceMs"] += ms
                 self.stats["lastVoiceAt"] = time.time()
+                last_voice = time.monotonic()
                 voice_ms += ms
                 quiet_ms = 0
                 utterance.extend(pcm if frame.sample_rate == RATE else resample(pcm, frame.sample_rate))
@@ -170,14 +178,15 @@ class Peer:
                 if quiet_ms >= 400:
                     self.stats["utterances"] += 1
                     log("heard", voice_ms, "ms")
-                    asyncio.ensure_future(self.answer_with(utterance))
+                    asyncio.ensure_future(self.answer_with(utterance, last_voice))
                     voice_ms, quiet_ms, utterance = 0, 0, array.array("h")
             else:
                 voice_ms, utterance = 0, array.array("h")
 
-    async def answer_with(self, pcm):
+    async def answer_with(self, pcm, last_voice):
         await asyncio.sleep(self.args.reply_delay_ms / 1000)
         if self.reply:
+            self.reply.since = last_voice
             self.reply.queue.extend(pcm)
 
     async def close(self):
