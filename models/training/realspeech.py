@@ -245,8 +245,11 @@ def report(meta, results, seed):
                 ok = rows[(recipe, "alexa")] <= 1.5 * best and fw <= 0.5
                 lines.append(f"Issue 22's goal, recipe {recipe}: alexa pooled {rows[(recipe, 'alexa')]:.1f} % against 1.5 × the "
                              f"better anchor's {best:.1f} % = {1.5 * best:.1f} %, at {fw:.2f} false wakes per hour on flite (≤ 0.5): "
-                             f"**{'met' if ok else 'not met'}**." + (f" jarvis pooled {rows[(recipe, 'jarvis')]:.1f} % (goal ≤ 8 %)."
+                             f"**{'met' if ok else 'not met'}** (one head, one seed; models/README.md, \"Seed check\")." + (f" jarvis pooled {rows[(recipe, 'jarvis')]:.1f} % (goal ≤ 8 %)."
                                                                     if (recipe, 'jarvis') in rows else ""))
+        if len(results["recipes"]) > 1:
+            lines.append("A candidate recipe is decided by the rule written before it ran (training/RULE-V9.md for v9: "
+                         "recipe v4 stays, 2026-12-03), not by the goal line above.")
         lines.append("")
     return lines
 
