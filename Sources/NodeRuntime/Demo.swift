@@ -18,6 +18,7 @@ public enum Demo {
         var gc = LoopbackGateway.Configuration()
         gc.autoApprove = true
         gc.auth = .token("demo-token")
+        gc.realtimeRelay = true  // step 6: a live call over the gateway's relay
         let gateway = LoopbackGateway(configuration: gc)
         try await gateway.start()
         let url = await gateway.url
@@ -53,6 +54,7 @@ public enum Demo {
         config.gateway.token = "demo-token"
         config.audio.source = source
         config.audio.sink = sink
+        config.talk.calls = true
         let paths = RuntimePaths(configFile: "", configExplicit: false, stateDir: dir, controlSocket: dir + "/control.sock")
         let node = try NodeDaemon(paths: paths, config: config, log: log, pulseServer: server)
         // The node's services run as a child of this scope; leaving it cancels and awaits them.
@@ -170,6 +172,30 @@ public enum Demo {
         let cut = await long
         let took = ContinuousClock.now - switchedAt
         say("← session switched to agent:main:demo-kitchen: the reply was \(cut.outcome.rawValue) (\(String(format: "%.1f", took / .milliseconds(1))) ms to stop)")
+        // 6. A live call: the loopback's realtime relay answers each utterance with it.
+        if let calls = node.calls {
+            say("→ clawvoice call: a live conversation over the gateway's realtime relay")
+            let started = await calls.control("call", origin: "demo")
+            let connectBy = ContinuousClock.now + .seconds(10)
+            while await calls.service.status.phase != "connected" && ContinuousClock.now < connectBy { try await Task.sleep(for: .milliseconds(50)) }
+            let status = await calls.service.status
+            if status.phase == "connected" {
+                say("← call \(status.callId ?? "?") connected over \(status.path ?? "?") (session \(status.sessionKey ?? "?"))")
+                _ = try await mic.play(PCMBuffer(format: utterance.format, samples: utterance.samples + [Int16](repeating: 0, count: utterance.format.sampleRateHz)))
+                let answerBy = ContinuousClock.now + .seconds(10)
+                while (await gateway.realtimeRelayRecords.last?.playedMs ?? 0) == 0 && ContinuousClock.now < answerBy { try await Task.sleep(for: .milliseconds(50)) }
+                try await Task.sleep(for: .seconds(1))
+                if let r = await gateway.realtimeRelayRecords.last {
+                    say("  the relay heard \(String(format: "%.1f", Double(r.heardVoiceMs) / 1000)) s of voice in \(r.utterances) utterance(s) and answered with \(String(format: "%.1f", Double(r.playedMs) / 1000)) s of audio")
+                }
+                _ = await calls.control("hangup")
+                let end = await calls.service.status.lastEnd
+                say("← clawvoice hangup: the call ended (\(end?.cause ?? "?"))")
+            } else {
+                say("  the call did not connect (\(started), phase \(status.phase))")
+            }
+        }
+
         if let recording {
             let pcm = await recording.finish()
             let path = wavPath ?? FileManager.default.currentDirectoryPath + "/clawvoice-demo.wav"

@@ -347,7 +347,7 @@ private func requestIds(in text: String) -> [String] {
         #expect(await daemon.waitForExit(.seconds(5)) == 0)
     }
 
-    @Test func `the demo pairs, runs talk.ptt.once on a virtual microphone and speaks the echo`() async throws {
+    @Test func `the demo pairs, runs talk.ptt.once on a virtual microphone, speaks the echo and holds a call`() async throws {
         let env = try CLIEnvironment()
         let wav = env.scratch.sub("demo.wav")
         let o = try await env.run(["demo", "--out", wav], timeout: .seconds(120))
@@ -365,6 +365,10 @@ private func requestIds(in text: String) -> [String] {
                 #expect(o.stdout.contains("← wake word \"openclaw\" heard; chat.send → \"what is the weather like\""), "\(o)")
             }
         }
+        // The call step (issue 23): a relay call connects, is answered and hangs up.
+        #expect(o.stdout.contains("connected over relay"), "\(o)")
+        #expect(o.stdout.range(of: #"answered with [1-9][0-9]*\.[0-9] s of audio|answered with 0\.[1-9] s of audio"#, options: .regularExpression) != nil, "\(o)")
+        #expect(o.stdout.contains("the call ended (hangup)"), "\(o)")
         let data = try #require(FileManager.default.contents(atPath: wav))
         #expect(data.count > 44 + 16_000, "the speaker recording holds the spoken reply")
     }
