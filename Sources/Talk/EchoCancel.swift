@@ -196,12 +196,10 @@ final class CaptureCleaner {
     private var linear: LinearEchoCanceller?
     /// Reference samples since the speaker last played anything (starts as "long ago").
     private var farQuietSamples = Int.max / 2
-    /// The linear filter's span (120 ms) and a margin: how long an echo can outlast the reference.
-    static let echoTailSamples = 3_200
-    /// How long the detectors stay on the linear path after the speaker went quiet (1.5 s, a
-    /// trigger's length): a trigger begun over the reply and finished after a barge-in stopped
-    /// it is heard through one path, not half through each (WakeOverReplyTests: 0 of 9 switching
-    /// paths after the echo's tail).
+    /// How long the cancellers run, and the detectors stay on the linear path, after the speaker
+    /// went quiet: an echo outlasts the reference by the filter's span (120 ms) and a margin, and
+    /// a trigger begun over the reply and finished after a barge-in stopped it must be heard
+    /// through one path, not half through each (1.5 s, a trigger's length; WakeOverReplyTests).
     static let detectorHoldSamples = 24_000
     /// False: every frame runs the cancellers (the bench's "before" figure).
     var idleSkip = true

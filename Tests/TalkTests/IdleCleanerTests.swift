@@ -1,7 +1,7 @@
 // Issue 25, idle cost: with the speaker silent the capture's echo cancellers have nothing to do.
-// CaptureCleaner runs them only from the first frame the speaker plays until an echo can no
-// longer be in the frame (200 ms of silent reference), and the frames in between still come out
-// noise-suppressed. Pure compute: no sound server.
+// CaptureCleaner runs them only from the first frame the speaker plays until 1.5 s of silent
+// reference (an echo's tail, and a trigger's length for the detectors' path), and the frames in
+// between still come out noise-suppressed. Pure compute: no sound server.
 
 import Audio
 import Foundation
@@ -28,10 +28,11 @@ import Testing
         #expect(cleaner.cancelledFrames == 0, "the cancellers ran on \(cleaner.cancelledFrames) frames of a silent speaker")
         for k in 0..<25 { _ = cleaner.clean(PCMBuffer(format: .voice, samples: Self.tone(k, amplitude: 1500)), far: Self.tone(k)) }
         #expect(cleaner.cancelledFrames == 25)
-        // After the speaker stops: an echo can outlast it by the filter's span and a margin (3,200 samples),
-        // so the frames until then (11: the silent reference before each reaches 0…3,200) still run them.
-        for _ in 0..<50 { _ = cleaner.clean(mic(), far: silence) }
-        #expect(cleaner.cancelledFrames == 25 + 11, "\(cleaner.cancelledFrames)")
+        // After the speaker stops the detectors keep the linear path for a trigger's length (1.5 s,
+        // 24,000 samples: a trigger begun over the reply is heard through one path), so the frames
+        // until then (76: the silent reference before each reaches 0…24,000) still run them.
+        for _ in 0..<100 { _ = cleaner.clean(mic(), far: silence) }
+        #expect(cleaner.cancelledFrames == 25 + 76, "\(cleaner.cancelledFrames)")
     }
 
     @Test func `every frame runs the cancellers when the idle path is off, as before`() throws {
