@@ -46,7 +46,7 @@ extension TalkAudio {
             _ = try await WakeTurnTests.waitFor(5) { rig.talk.phase == .idle }
             let n = await rig.gateway.requests(method: "chat.send").count - before
             turns.append(n)
-            notes.append("try \(attempt): \(n) turn(s), barge-ins \(rig.talk.bargeIns), wakes \(await rig.talk.wakeStatus?.detections ?? -1)")
+            notes.append("try \(attempt): \(n) turn(s), barge-ins \(rig.talk.bargeIns), wakes \(rig.talk.wakeStatus?.detections ?? -1)")
         }
         print("wake over reply: \(notes.joined(separator: "; "))")
         let one = turns.filter { $0 == 1 }.count
