@@ -3,6 +3,7 @@
 // and signal comparisons.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
