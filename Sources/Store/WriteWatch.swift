@@ -70,7 +70,7 @@ public final class DatabaseWriteWatch: Sendable {
 extension ClawStore {
     /// Returns once no other connection is inside a write transaction (or after the busy
     /// timeout), so that a read that follows sees every commit begun before the call.
-    func waitForOtherWriters() {
+    public func waitForOtherWriters() {
         _ = try? locked { db throws(StoreError) in
             try db.execute("BEGIN IMMEDIATE")
             try db.execute("ROLLBACK")

@@ -247,6 +247,9 @@ public actor OutboxSender {
         let writes = DatabaseWriteWatch(store: store) { [wakes] in wakes.signal() }
         defer { writes?.cancel() }
         if writes == nil { log.log(.warning, "outbox", "cannot watch the database for writes; looking at the queue every \(machine.policy.recheckMs) ms") }
+        // A commit under way while the watch started may have written before it: let it finish
+        // before the first look, so the look sees it.
+        store.waitForOtherWriters()
         while isRunning && !Task.isCancelled {
             let next = await pass()
             guard isRunning else { return }
