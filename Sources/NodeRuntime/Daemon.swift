@@ -70,11 +70,29 @@ final class GatewayScope: Sendable {
     let outbox: OutboxSender
     let transcripts: TranscriptSync
 
+    /// `history-refresh` requests (session keys): each refresh runs as a child of the scope's group.
+    private let refreshes: AsyncStream<String>
+    private let refreshSink: AsyncStream<String>.Continuation
+
     init(record: GatewayRecord, link: GatewayLink, outbox: OutboxSender, transcripts: TranscriptSync) {
         self.record = record
         self.link = link
         self.outbox = outbox
         self.transcripts = transcripts
+        (refreshes, refreshSink) = AsyncStream.makeStream(of: String.self)
+    }
+
+    /// Asks for the history of `sessionKey` to be read again; returns at once.
+    func requestRefresh(sessionKey: String) { refreshSink.yield(sessionKey) }
+
+    /// Carries out refresh requests until the scope is replaced (its group cancelled); a refresh
+    /// is bounded by its request's timeout.
+    func refreshService() async {
+        await withDiscardingTaskGroup { group in
+            for await key in refreshes {
+                group.addTask { [transcripts] in _ = try? await transcripts.refresh(sessionKey: key) }
+            }
+        }
     }
 }
 
@@ -118,7 +136,7 @@ public final class NodeDaemon: Sendable {
     let restActivity = RestActivity()
 
     /// The active gateway's link, outbox and transcript cache (the last one, when none is active).
-    private var currentScope: GatewayScope { scope.withLock { $0! } }
+    var currentScope: GatewayScope { scope.withLock { $0! } }
     public var link: GatewayLink { currentScope.link }
     public var outbox: OutboxSender { currentScope.outbox }
     public var transcripts: TranscriptSync { currentScope.transcripts }

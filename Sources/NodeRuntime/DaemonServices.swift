@@ -44,6 +44,7 @@ extension NodeDaemon {
                 }
                 group.addTask { await s.outbox.run() }
                 group.addTask { await s.link.run() }
+                group.addTask { await s.refreshService() }
             }
             let request = await requests.next()
             if let reason = request {

@@ -84,6 +84,8 @@ public enum Demo {
         let tap = server.map { PulseConnection(server: $0, clientName: "clawvoice-demo-tap") }
         defer { tap?.close() }
         let recording = try await startRecording(tap)
+        // What the private speaker plays, collected by a child of this scope until the capture stops.
+        async let recorded = record(recording)
 
         say("→ gateway invokes talk.ptt.once; saying \"\(message)\" into the microphone…")
         async let invoke = gateway.invoke(command: "talk.ptt.once", paramsJSON: "{}", timeoutMs: 20_000)
@@ -197,7 +199,9 @@ public enum Demo {
         }
 
         if let recording {
-            let pcm = await recording.finish()
+            try? await Task.sleep(for: .milliseconds(300))
+            recording.stop()
+            let pcm = PCMBuffer(format: .voice, samples: await recorded)
             let path = wavPath ?? FileManager.default.currentDirectoryPath + "/clawvoice-demo.wav"
             if FileManager.default.createFile(atPath: path, contents: Data(WAVFile.encode(pcm))) {
                 say("  what the speaker played is in \(path) (\(String(format: "%.2f", pcm.durationMilliseconds / 1000)) s)")
@@ -220,30 +224,20 @@ public enum Demo {
         return nil
     }
 
-    /// Records the private speaker's monitor until `finish`.
-    final class Recording: Sendable {
-        let capture: PulseCapture
-        let samples = Locked<[Int16]>([])
-        let task: Task<Void, Never>
-        init(capture: PulseCapture) {
-            self.capture = capture
-            let samples = self.samples
-            // Unstructured: the demo's recording spans its steps until finish() stops the capture.
-            task = Task { for await f in capture.frames { samples.withLock { $0 += f.pcm.samples } } }
-        }
-        func finish() async -> PCMBuffer {
-            try? await Task.sleep(for: .milliseconds(300))
-            capture.stop()
-            await task.value
-            return PCMBuffer(format: .voice, samples: samples.withLock { $0 })
-        }
-    }
-
-    static func startRecording(_ connection: PulseConnection?) async throws -> Recording? {
+    /// Starts capturing the private speaker's monitor (nil without a private server).
+    static func startRecording(_ connection: PulseConnection?) async throws -> PulseCapture? {
         guard let connection else { return nil }
         let c = PulseCapture(connection: connection, source: PrivatePulseServer.speaker + ".monitor")
         try await c.start()
-        return Recording(capture: c)
+        return c
+    }
+
+    /// The samples `capture` delivers until it is stopped (or the caller's scope is left).
+    static func record(_ capture: PulseCapture?) async -> [Int16] {
+        guard let capture else { return [] }
+        var samples: [Int16] = []
+        for await f in capture.frames { samples += f.pcm.samples }
+        return samples
     }
 
     /// `pactl load-module module-null-sink`: a virtual microphone on the user's server. Returns the module index.

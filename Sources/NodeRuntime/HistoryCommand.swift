@@ -212,11 +212,8 @@ extension NodeDaemon {
     func historyRefresh(_ request: JSONValue) async -> JSONValue {
         let key = await historySessionKey(request["session"]?.stringValue)
         let connected = await link.operator.isConnected
-        if connected {
-            let transcripts = self.transcripts
-            // Unstructured: history-refresh answers at once; the refresh (bounded by its request timeout) outlives the request.
-            Task { _ = try? await transcripts.refresh(sessionKey: key) }
-        }
+        // Answers at once; the refresh outlives the request as a child of the gateway scope's group.
+        if connected { currentScope.requestRefresh(sessionKey: key) }
         return ["ok": true, "sessionKey": .string(key), "connected": .bool(connected), "refreshing": .bool(connected)]
     }
 
