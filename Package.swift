@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["GatewayProtocol", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["CPulse", "COgg", "CSndFile", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "AudioFrontEnd", dependencies: ["Audio", "CWebRTCAudio"]),
-        .target(name: "Buttons", dependencies: ["CEvdev"]),
+        .target(name: "Buttons", dependencies: ["CEvdev", "GatewayProtocol"]),
         .target(name: "WakeWord", dependencies: ["Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),
         .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient", "WebSocketTransport"]),

@@ -378,9 +378,13 @@ public final class NodeDaemon: Sendable {
         ]
         if let control { all.append(.init("control socket", control)) }
         if !headsetKnown { all.append(.init("headset probe") { await self.probeHeadset() }) }
-        if let button { all.append(.init("ptt button") { await self.runButton(button) }) }
+        if let button {
+            all.append(.init("ptt button", LoggedService(button, topic: "ptt", log: log)))
+            all.append(.init("ptt presses") { await self.followPresses() })
+        }
         if let calls { all.append(.init("calls") { await calls.run(talk: self.talk) }) }
-        if !controlKeys.isEmpty { all.append(.init("control keys") { await self.runControlKeys() }) }
+        for (i, key) in controlKeys.enumerated() { all.append(.init("control key \(i + 1)", LoggedService(key, topic: "ptt", log: log))) }
+        if !controlKeys.isEmpty { all.append(.init("control presses") { await self.followControlPresses() }) }
         if let notifier = SystemdNotifier(environment: ProcessInfo.processInfo.environment) {
             all.append(.init("systemd") { await self.systemdService(notifier) })
         }

@@ -89,9 +89,9 @@ extension NodeDaemon {
         log.log(.info, "audio", "speaker \(sink.name) is \(sink.isHeadset ? "a headset: barge-in on" : (config.audio.echoCancel ?? true) ? "a loudspeaker: its echo is cancelled, so barge-in and wake words work while it speaks" : "a loudspeaker: the microphone mutes while it speaks")")
     }
 
-    /// The headset or keyboard key: each press is a PTT command, in order.
-    func runButton(_ button: PTTButtonService) async {
-        do { try button.start() } catch { log.log(.warning, "ptt", "\(error)"); return }
+    /// The headset or keyboard key's presses (the key itself is a service of its own): each a
+    /// PTT command, in order.
+    func followPresses() async {
         for await action in presses {
             switch action {
             case .start:
@@ -101,7 +101,6 @@ extension NodeDaemon {
                 log.log(.info, "ptt", "button: capture \(r.captureId) \(r.status.rawValue)")
             }
         }
-        button.stop()
     }
 
     /// Type=notify: READY=1, STATUS= and the watchdog, every half watchdog interval (2 s without
@@ -137,16 +136,13 @@ extension NodeDaemon {
         }
     }
 
-    /// The keys bound to stop, mute and volume: each press one control, in order.
-    func runControlKeys() async {
-        for k in controlKeys {
-            do { try k.start() } catch { log.log(.warning, "ptt", "\(error)") }
-        }
+    /// The presses of the keys bound to stop, mute and volume (each key a service of its own):
+    /// each press one control, in order.
+    func followControlPresses() async {
         for await c in controlPresses {
             let r = await control(c)
             log.log(.info, "ptt", "key: \(c) → \(r.description)")
         }
-        for k in controlKeys { k.stop() }
     }
 
     /// The operator session's status changes, in order: losing it, or the gateway naming another
@@ -190,6 +186,26 @@ extension NodeDaemon {
             }
         } catch {
             log.log(.error, "daemon", "SIGHUP: the gateway stays as it was: \(error)")
+        }
+    }
+}
+
+/// A service the daemon can do without (a key whose reader cannot start): its failure is one
+/// warning line and ends only itself, not the group.
+struct LoggedService: Service {
+    let service: any Service
+    let topic: String
+    let log: LogSink
+
+    init(_ service: any Service, topic: String, log: LogSink) {
+        self.service = service
+        self.topic = topic
+        self.log = log
+    }
+
+    func run() async {
+        do { try await service.run() } catch is CancellationError {} catch {
+            log.log(.warning, topic, "\(error)")
         }
     }
 }

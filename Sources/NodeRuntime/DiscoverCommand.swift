@@ -26,7 +26,7 @@ enum DiscoverCommand {
         let wide = ds.filter { $0 != DiscoveryNames.localDomain }
         if p.flags["--watch"] != nil {
             // Lines as things change, until Ctrl-C (or the daemon goes away: one error line, exit 1).
-            _ = try await GatewayDiscovery.run(mode: .watch, wideArea: wide, environment: environment, onConnected: {
+            try await GatewayDiscovery(mode: .watch, wideArea: wide, environment: environment, onConnected: {
                 if !json { note("Watching for OpenClaw gateways on \(ds.joined(separator: " and ")); Ctrl-C stops") }
             }) { action in
                 switch action {
@@ -36,7 +36,7 @@ enum DiscoverCommand {
                 case .warning(let w): note(w)
                 default: break
                 }
-            }
+            }.run()
             return 0
         }
         let ms = try timeoutMs(p, config: config)
