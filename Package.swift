@@ -51,15 +51,20 @@ let package = Package(
         .target(name: "Realtime", dependencies: ["CWebRTCPeer", "GatewayProtocol", "GatewayClient", "WebSocketTransport"]),
         .target(name: "Discovery", dependencies: ["CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["GatewayProtocol", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
-        .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime", "WakeWord"]),
+        // What the daemon and the CLI share: config, paths, the control protocol and client, events' names.
+        .target(name: "NodeRuntime", dependencies: ["GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Talk"]),
+        // `clawvoice run`: the services of one ServiceGroup.
+        .target(name: "Daemon", dependencies: ["NodeRuntime", "CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "Audio", "Buttons", "Talk", "WakeWord", "Realtime"]),
+        // The command line: one type per subcommand, CLI.swift the dispatcher.
+        .target(name: "CLI", dependencies: ["NodeRuntime", "Daemon", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Talk", "WakeWord", "Discovery", "Realtime"]),
+        .executableTarget(name: "clawvoice", dependencies: ["CLI", "WakeWord"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
 
         .testTarget(name: "GatewayProtocolTests", dependencies: ["GatewayProtocol"]),
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["NodeRuntime", "Daemon", "CLI", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["WakeWord", "Audio"], exclude: ["Fixtures"]),

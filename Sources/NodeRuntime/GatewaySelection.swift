@@ -44,7 +44,7 @@ public func resolveActiveGateway(config: ClawConfig, store: ClawStore, remember:
     return record
 }
 
-func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+package func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
 public enum GatewayNaming {
     /// `host` for the default port, else `host:port`.

@@ -96,7 +96,7 @@ public final class PrivatePulseServer: Sendable {
 }
 
 /// Is there a sound server we may use (PULSE_SERVER or the user's)?
-func soundServerAnswers() async -> Bool {
+package func soundServerAnswers() async -> Bool {
     let c = PulseConnection(clientName: "clawvoice-probe")
     defer { c.close() }
     return (try? await c.waitUntilReady(timeout: .seconds(2))) != nil

@@ -5,6 +5,8 @@
 import Audio
 import Foundation
 import GatewayProtocol
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 import WakeWord
 import Testing
