@@ -1,10 +1,12 @@
 // The command line: parses arguments, prints help, runs a command, maps every failure to one
 // line on stderr and a non-zero exit. The executable's main only calls `CLI.main`.
 
+import ClawvoiceCore
 import Daemon
 import Discovery
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

@@ -1,7 +1,9 @@
 // `clawvoice call` and `hangup`: a realtime call through the running daemon.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

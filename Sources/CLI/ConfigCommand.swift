@@ -1,7 +1,9 @@
 // `clawvoice config --example | --docs FILE`: the files ConfigFiles writes from the settings table.
 
+import ClawvoiceCore
 import Daemon
 import Foundation
+import GatewayCrypto
 import NodeRuntime
 
 enum ConfigCommand {

@@ -1,7 +1,9 @@
 // ConnectProbe: one short look at a gateway connection (pair's reachability check, the TLS
 // trust probe): the first thing the client's events decide, or nothing within a time limit.
 
+import ClawvoiceCore
 import Daemon
+import GatewayCrypto
 import NodeRuntime
 import WebSocketTransport
 

@@ -1,7 +1,9 @@
 // `clawvoice stop`, `mute`, `unmute` and `volume`: the controls (NodeControl) over the control socket.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

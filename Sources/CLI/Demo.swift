@@ -5,8 +5,10 @@
 
 import Audio
 import Daemon
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import NodeRuntime

@@ -2,8 +2,10 @@
 // `clawvoice pair` without a URL (offer what was found, or pick --name). Formatting is here; the
 // browse is the Discovery module's.
 
+import ClawvoiceCore
 import Discovery
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 #if canImport(Glibc)
 import Glibc

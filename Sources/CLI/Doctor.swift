@@ -2,8 +2,10 @@
 // gathered (sound server, devices, microphone level, tone, espeak-ng, wake models, gateway,
 // pairing, clock, daemon, disk), so each verdict and its fix is tested without any I/O.
 
+import ClawvoiceCore
 import Daemon
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

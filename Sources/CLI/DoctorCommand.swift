@@ -4,7 +4,9 @@
 // Every verdict is Doctor.checks over what this collected.
 
 import Audio
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WakeWord

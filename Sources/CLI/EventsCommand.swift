@@ -1,7 +1,9 @@
 // `clawvoice events`: the daemon's events as JSON lines until it goes away.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

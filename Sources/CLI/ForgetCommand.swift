@@ -3,7 +3,9 @@
 // says what went. It works on the files directly, as `outbox` does, so it needs no daemon; a
 // running daemon's sender re-reads the queue and finds it empty.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import Store
 import Talk
 #if canImport(Glibc)

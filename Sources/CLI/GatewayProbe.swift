@@ -2,8 +2,10 @@
 // answer there (connect.challenge)? When not, a plain TCP connect and a try with the other
 // scheme gather what PairDiagnosis needs to say why, in one line, within a few seconds.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import WebSocketTransport
 #if canImport(Glibc)

@@ -1,7 +1,9 @@
 // `clawvoice gateways [list | use NAME | forget NAME]`: the paired gateways in the store; a running daemon is told to switch.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

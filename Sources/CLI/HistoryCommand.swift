@@ -6,9 +6,11 @@
 // owns the speaker: it finds the message in the cache (refreshing when it is missing) and
 // toggles the ListenPlayer.
 
+import ClawvoiceCore
 import Daemon
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

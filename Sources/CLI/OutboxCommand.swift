@@ -4,7 +4,9 @@
 // also work (and queue) while no daemon runs.
 
 import Daemon
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

@@ -1,7 +1,9 @@
 // `clawvoice ptt start|stop|cancel|once`: push-to-talk through the running daemon.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

@@ -1,8 +1,10 @@
 // `clawvoice pair`: its options, checked before anything is stored; PairingFlow (Pairing.swift) does the pairing.
 
+import ClawvoiceCore
 import Discovery
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

@@ -2,8 +2,10 @@
 // URL tried and what to fix. Pure: the probes (GatewayProbe.swift) gather what they saw, these
 // values decide the words. libwebsockets' own words never reach the user.
 
+import ClawvoiceCore
 import Daemon
 import Foundation
+import GatewayCrypto
 import NodeRuntime
 import WebSocketTransport
 

@@ -1,8 +1,10 @@
 // `clawvoice pair`: from a setup code or a URL to a paired gateway, showing each step.
 
 import Daemon
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

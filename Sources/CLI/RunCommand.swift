@@ -1,8 +1,10 @@
 // `clawvoice run`: the daemon in the foreground (the Daemon module).
 
+import ClawvoiceCore
 import Daemon
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

@@ -2,9 +2,11 @@
 // operator session (for talk.speak) and a PulseAudio connection of their own.
 
 import Audio
+import ClawvoiceCore
 import Daemon
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

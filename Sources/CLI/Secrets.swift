@@ -3,7 +3,9 @@
 // (`--token-file`, `--password-file`) or from standard input (`--token -`, `--password -`),
 // with a prompt that does not echo when standard input is a terminal.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 #if canImport(Glibc)
 import Glibc
 import NodeRuntime

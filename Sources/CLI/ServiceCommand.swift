@@ -2,7 +2,9 @@
 // plan from gathered facts (where the binary and an installed unit are, systemd's user search
 // path, linger); the executor only writes the unit and runs `systemctl --user`.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 #if canImport(Glibc)
 import Glibc
 import NodeRuntime

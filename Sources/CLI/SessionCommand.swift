@@ -1,7 +1,9 @@
 // `clawvoice session [use KEY]`: show or switch the chat session through the running daemon.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

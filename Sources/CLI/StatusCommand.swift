@@ -1,7 +1,9 @@
 // `clawvoice status`: the daemon's status over the control socket, as lines (or JSON).
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 

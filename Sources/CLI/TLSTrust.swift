@@ -2,7 +2,9 @@
 // given (self-signed gateways are the common case): show the SHA-256 fingerprint and the exact
 // command that pins it, or, on a terminal, offer to trust it now (trust on first use).
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import WebSocketTransport
 #if canImport(Glibc)
 import Glibc

@@ -2,9 +2,11 @@
 // step with --scores), for checking models and sweeping thresholds without a microphone.
 
 import Audio
+import ClawvoiceCore
 import Daemon
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import WakeWord

@@ -2,8 +2,10 @@
 // otherwise) beside each phrase's highest score since the last line. Pure formatting, so what a
 // user sees is tested without a microphone; WakeCommand measures and writes.
 
+import ClawvoiceCore
 import Daemon
 import Foundation
+import GatewayCrypto
 import NodeRuntime
 
 public enum WakeMeter {

@@ -1,6 +1,8 @@
 // The keys bound to stop, mute, call and volume (ptt.*Key): one PTTButtonService per key.
 
 import Buttons
+import ClawvoiceCore
+import GatewayCrypto
 import NodeRuntime
 
 /// The keys bound to controls: each a reader in hold mode whose press (`.start`) is one control;

@@ -4,7 +4,9 @@
 // connection, nothing blocks the cooperative pool. ControlAdmission decides which connections
 // are kept; ControlProtocol.swift has the line rules.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Synchronization
 #if canImport(Glibc)

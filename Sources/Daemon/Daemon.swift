@@ -1,5 +1,8 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
+import ClawvoiceCore
+import GatewayCrypto
+import Synchronization
 import Audio
 import Buttons
 import Foundation
@@ -8,7 +11,6 @@ import GatewayProtocol
 import NodeRuntime
 import Realtime
 import Store
-import Synchronization
 import Talk
 import WakeWord
 import WebSocketTransport

@@ -6,13 +6,15 @@
 // (CallService's edges, the talk loop's hooks, the link's status) are synchronous: they post to
 // inboxes that `run()` carries out as its children, so nothing outlives the daemon's group.
 
+import ClawvoiceCore
+import GatewayCrypto
+import Synchronization
 import Audio
 import Foundation
 import GatewayClient
 import GatewayProtocol
 import NodeRuntime
 import Realtime
-import Synchronization
 import Talk
 
 package final class DaemonCalls: Sendable {

@@ -1,8 +1,10 @@
 // The daemon's side of `clawvoice history` and `clawvoice listen`: refresh a session's history
 // in the background, and toggle the ListenPlayer on a message of the cache.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

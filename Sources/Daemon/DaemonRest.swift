@@ -2,8 +2,10 @@
 // memory resting does not need (RestMemory: free heap pages, the start-up code's pages). Woken
 // only by activity and by its one deadline: nothing polls.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import NodeRuntime
 import Synchronization
 

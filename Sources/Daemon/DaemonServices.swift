@@ -3,8 +3,10 @@
 
 import Audio
 import Buttons
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Store

@@ -1,6 +1,8 @@
 // The daemon's event fan-out: every NodeEvents line to each `clawvoice events` subscriber of the
 // control socket, and to the command the config names for it.
 
+import ClawvoiceCore
+import GatewayCrypto
 import Synchronization
 import Foundation
 import GatewayClient

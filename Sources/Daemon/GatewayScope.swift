@@ -3,8 +3,10 @@
 // as JSON, and a wait for cancellation.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Realtime

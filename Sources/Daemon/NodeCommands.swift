@@ -2,8 +2,10 @@
 // calls on), each registered on the talk loop, the notification speaker or the call service.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
 import Realtime

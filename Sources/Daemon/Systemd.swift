@@ -3,8 +3,10 @@
 // supervisor's services answer. The decisions are SystemdState (pure, tested); SystemdNotifier
 // is the thin libsystemd edge (sd_notify, sd_watchdog_enabled).
 
+import ClawvoiceCore
 import CSystemd
 import Foundation
+import GatewayCrypto
 import NodeRuntime
 
 /// What the supervisor tells systemd, from what it saw this round.

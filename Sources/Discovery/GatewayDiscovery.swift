@@ -3,6 +3,7 @@
 // machine's actions and hands the gateway changes to the caller. `browse()` returns when the
 // machine finishes (a listing); `run()` browses until its task is cancelled (--watch).
 
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 

@@ -3,8 +3,10 @@
 // control protocol and its client, the events' names, and which gateway and session a run uses.
 // (OutboxBench and LoopbackOperator, bench rigs, wait here for the testing module.)
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import Talk
@@ -313,10 +315,6 @@ public struct RuntimePaths: Sendable, Equatable {
     }
 }
 
-/// This build's version (`clawvoice --version`, `status`, the connect params).
-public enum ClawvoiceVersion {
-    public static let current = "0.1.0"
-}
 
 /// Opens the store, making sure the state directory exists with the right modes.
 /// Where recordings of captures go when talk.voiceNotes is on (`clawvoice forget` empties it).

@@ -3,7 +3,9 @@
 // in docs/configuration.md (`clawvoice config --docs FILE`). `make config-files` rewrites both;
 // a test regenerates them and compares, so neither drifts from what the parser accepts.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 
 public enum ConfigFiles {

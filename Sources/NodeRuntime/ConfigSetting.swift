@@ -4,7 +4,9 @@
 // `ConfigSettings.swift` holds the rows; `Config.swift` parses with them; `ConfigFiles.swift`
 // renders the example file and the docs from them.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Talk
 

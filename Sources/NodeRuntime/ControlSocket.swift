@@ -3,7 +3,9 @@
 // the rules; ControlSocketServer.swift serves it). The CLI's `status`, `ptt`, `say`, … go
 // through it; the client gives up in about a second when nothing answers.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 #if canImport(Glibc)
 import Glibc

@@ -3,7 +3,9 @@
 // Also the keys bound to them (ptt.stopKey, muteKey, callKey, volumeUpKey, volumeDownKey): one evdev
 // reader per key, each press one control.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 
 public enum NodeControl: Sendable, Equatable {

@@ -4,6 +4,8 @@
 // through the command the config names for it, with its fields in the environment (as
 // wyoming-satellite's --*-command flags run theirs).
 
+import ClawvoiceCore
+import GatewayCrypto
 import Synchronization
 import Foundation
 import GatewayClient

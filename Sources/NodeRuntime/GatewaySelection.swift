@@ -1,7 +1,9 @@
 // Which gateway a run uses: the config's gateway.url (matched to a paired gateway by address)
 // or the active paired one, and the names gateways get. Reads the store; never rewrites it.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WebSocketTransport

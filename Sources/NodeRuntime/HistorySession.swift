@@ -1,6 +1,8 @@
 // Which chat session `history`, `listen` and `send` mean when none is named (the daemon's
 // status and listen ask the same).
 
+import ClawvoiceCore
+import GatewayCrypto
 import Store
 
 /// Which chat session `history` and `listen` mean when none is named: the config's

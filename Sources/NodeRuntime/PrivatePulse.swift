@@ -4,7 +4,9 @@
 // however that ends: stop(), or a guardian shell that notices its owner is gone.
 
 import Audio
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 
 public final class PrivatePulseServer: Sendable {
     public let directory: String

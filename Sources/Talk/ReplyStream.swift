@@ -3,6 +3,7 @@
 // has finished. A stop (generation change) ends it; nothing late is played.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

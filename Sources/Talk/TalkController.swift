@@ -6,6 +6,7 @@
 // nothing re-enters it while it is suspended. The public methods only post and wait.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
