@@ -7,9 +7,7 @@
 // command is done. The early line lets the CLI tell "the daemon does not answer" (no line
 // within about a second) from "the command takes a while" (ptt, say).
 
-import ClawvoiceCore
 import Foundation
-import GatewayCrypto
 import GatewayProtocol
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,6 @@
 // A small JSON5 reader for the config file: it reports the line and column of the first
 // mistake, which Foundation's JSON5 decoder does not.
 
-import ClawvoiceCore
-import GatewayCrypto
 import GatewayProtocol
 
 /// Where and why a JSON5 text is malformed.
