@@ -191,8 +191,8 @@ public final class PulseConnection: Sendable {
 }
 
 /// The state a `MainloopLocked` box guards; libpulse callbacks reach it with the lock held.
-/// The one claim the checker cannot verify: only `withLock` (lock held) and libpulse's own
-/// callbacks (on the loop thread, lock held) ever touch `core`.
+// @unchecked: the lock is libpulse's threaded main loop lock, which the checker cannot see; only
+// `withLock` (lock held) and libpulse's own callbacks (loop thread, lock held) ever touch `core`.
 final class MainloopLocked<Core: AnyObject>: @unchecked Sendable {
     let mainloop: OpaquePointer
     private let core: Core
