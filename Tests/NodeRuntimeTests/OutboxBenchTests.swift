@@ -1,3 +1,4 @@
+import ClawvoiceTesting
 import NodeRuntime
 import Testing
 

@@ -5,6 +5,7 @@ import Foundation
 import GatewayClient
 import GatewayProtocol
 import LoopbackGateway
+import NodeRuntime
 import Store
 
 public struct LoopbackOperator: Sendable {
