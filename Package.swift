@@ -59,7 +59,7 @@ let package = Package(
 
         // Rigs and wait helpers for the tests and clawvoice-bench; never linked into clawvoice.
         .target(name: "ClawvoiceTesting", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "WakeWord", "Talk", "GatewayClient",
-                                                          "GatewayProtocol", "LoopbackGateway", "NodeRuntime", "Store"]),
+                                                          "GatewayProtocol", "LoopbackGateway", "NodeRuntime", "Realtime", "Store"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
 
         .testTarget(name: "ClawvoiceCoreTests", dependencies: ["ClawvoiceCore", "GatewayProtocol"]),
@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["ClawvoiceCore", "Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "WakeWord", "Audio"], exclude: ["Fixtures"]),
-        .testTarget(name: "RealtimeTests", dependencies: ["ClawvoiceCore", "Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),
+        .testTarget(name: "RealtimeTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),
         .testTarget(name: "DiscoveryTests", dependencies: ["ClawvoiceCore", "Discovery"]),
         .testTarget(name: "TalkTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]

@@ -191,16 +191,6 @@ func base64url(_ text: String) -> String {
         .replacingOccurrences(of: "=", with: "")
 }
 
-/// Runs blocking work (a recv loop, reading a child's pipe to its end) on a thread of its own.
-/// On the cooperative pool it would hold one of its few threads (two on a 2-core machine) for
-/// as long as it blocks, and the in-process loopback gateway, which the child talks to, needs
-/// them: with tests running side by side, that stalls the whole process.
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
-        Thread { c.resume(returning: body()) }.start()
-    }
-}
-
 /// A started loopback gateway (the test stops it).
 func startGateway(auth: LoopbackGateway.AuthMode, autoApprove: Bool = false) async throws -> LoopbackGateway {
     var c = LoopbackGateway.Configuration()
