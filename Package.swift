@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
         .testTarget(name: "NodeRuntimeTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
-        .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd"]),
+        .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["ClawvoiceCore", "Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "WakeWord", "Audio"], exclude: ["Fixtures"]),
         .testTarget(name: "RealtimeTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),

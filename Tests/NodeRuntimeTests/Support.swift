@@ -1,3 +1,4 @@
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway
@@ -31,16 +32,6 @@ final class Scratch: Sendable {
 /// The repository root, from this file's path (Tests/NodeRuntimeTests/Support.swift).
 func repositoryRoot(_ file: String = #filePath) -> URL {
     URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-}
-
-/// Polls `condition` every 50 ms until it holds or `timeout` passes.
-func eventually(_ timeout: Duration, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if try await condition() { return true }
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
 }
 
 enum ExecutableLookup {
