@@ -3,6 +3,7 @@
 // stream go through exactly this code, and tests feed it bytes in any slicing they like.
 
 internal import CEvdev
+import ClawvoiceCore
 
 /// One evdev event: what a single `struct input_event` record holds.
 public struct InputEvent: Sendable, Equatable, CustomStringConvertible {

@@ -2,6 +2,7 @@
 // device; bytes go through InputEventDecoder, edges through PTTKeyMachine, actions to
 // onAction. Every source, live or recorded, takes this one path.
 
+import ClawvoiceCore
 import Foundation
 
 /// One open source of events: a device node, a fifo, or a recorded file.

@@ -1,6 +1,7 @@
 // Owns: the push-to-talk key's lifecycle: start and stop the reader thread, and share its
 // status. The reading itself is in PTTButtonService+Reader.swift.
 
+import ClawvoiceCore
 import Synchronization
 import Foundation
 

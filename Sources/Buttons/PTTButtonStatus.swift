@@ -1,6 +1,8 @@
 // Owns: how the push-to-talk key reports itself: which devices are open, or why none is, as a
 // value for `status --json` and as one line for the log.
 
+import ClawvoiceCore
+
 /// What the push-to-talk key reader is doing, and on which devices.
 public struct PTTButtonStatus: Sendable, Equatable, CustomStringConvertible {
     /// The reader's lifecycle as seen from outside.

@@ -5,6 +5,7 @@
 // $DBUS_SYSTEM_BUS_ADDRESS when set (the tests point it at a private bus), else /run/dbus.
 
 import CAvahi
+import ClawvoiceCore
 import Foundation
 #if canImport(Glibc)
 import Glibc

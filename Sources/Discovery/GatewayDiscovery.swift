@@ -3,6 +3,7 @@
 // and hands the gateway changes to the caller. Returns when the machine finishes (a listing) or
 // the task is cancelled (--watch).
 
+import ClawvoiceCore
 import Foundation
 
 public enum GatewayDiscovery {

@@ -5,14 +5,8 @@
 // ReconnectBackoff) so they are tested without sockets; GatewaySession carries them out.
 // It must not touch audio, the outbox or the CLI's output format.
 
+import ClawvoiceCore
 import Foundation
-
-/// Severity of a log line.
-public enum LogLevel: String, Sendable, Comparable {
-    case debug, info, warning, error
-    private var rank: Int { switch self { case .debug: 0; case .info: 1; case .warning: 2; case .error: 3 } }
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
-}
 
 /// Where log lines go: journald-friendly single lines on stderr in the daemon, a buffer in tests.
 /// Credentials and key material must never be passed in.

@@ -4,8 +4,10 @@
 // machine's handshake, tick watchdog or retry), so an idle session costs nothing between them.
 // Invokes and the Talk target's follow-up run as children of the loop's task group.
 
+import ClawvoiceCore
 import Dispatch
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WebSocketTransport

@@ -3,18 +3,9 @@
 // waits for a handler that is slow to stop), and why a running handler was cancelled
 // (`InvokeSignal`), so a handler can turn its cancellation into an input of its own.
 
+import ClawvoiceCore
 import Synchronization
 import GatewayProtocol
-
-/// Why the gateway stopped waiting for an invoke.
-public enum InvokeEnd: String, Sendable, Equatable {
-    /// `node.invoke.cancel` named it.
-    case cancelled
-    /// Its `timeoutMs` passed; "node invoke timed out" has been answered.
-    case timedOut = "timed out"
-    /// The node's socket went away: no answer can reach the gateway any more.
-    case disconnected
-}
 
 /// The reason a running handler was cancelled, readable from inside the handler (and from its
 /// cancellation handler) as `InvokeSignal.current`.

@@ -1,5 +1,6 @@
 // The values a gateway session is configured with and reports: endpoint, options, status, errors.
 
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 

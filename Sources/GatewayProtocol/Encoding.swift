@@ -1,7 +1,5 @@
-// Byte encodings the protocol uses for keys, ids and signatures: base64url, hex, SHA-256.
-// Pure functions over bytes; SHA-256 comes from OpenSSL so there is one crypto library.
-
-internal import CSSL
+// Byte encodings the protocol uses for keys, ids and signatures: base64url and hex.
+// Pure functions over bytes (SHA-256, from OpenSSL, is in GatewayCrypto).
 
 /// Base64url as the gateway writes it: `-` and `_`, no padding.
 public enum Base64URL {
@@ -115,20 +113,5 @@ public enum Hex {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
         default: return nil
         }
-    }
-}
-
-/// SHA-256 via OpenSSL's one-shot `EVP_Digest`.
-public enum SHA256 {
-    public static func digest(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        let input = Array(bytes)
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let ok = input.withUnsafeBytes { raw in
-            EVP_Digest(raw.baseAddress, raw.count, &out, &length, EVP_sha256(), nil)
-        }
-        // EVP_Digest with the built-in SHA-256 only fails on allocation failure.
-        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-        return Array(out.prefix(32))
     }
 }

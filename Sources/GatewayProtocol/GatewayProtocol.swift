@@ -1,7 +1,8 @@
 // GatewayProtocol owns the OpenClaw Gateway wire format as Swift values: request, response
 // and event frames, connect params and hello-ok, errors with their detail codes, node.invoke,
-// chat, voice wake and TTS payloads, the device identity and its signature, setup codes.
-// It is pure: no sockets, no files, no clock reads (time is always an argument).
+// chat, voice wake and TTS payloads, setup codes.
+// It is pure: no sockets, no files, no clock reads (time is always an argument), and no C
+// library (ClawvoiceCore builds on it; the signing itself is GatewayCrypto's, over OpenSSL).
 // Encoding sends only the fields the spec lists (the gateway's schemas are closed);
 // decoding ignores fields it does not know, because every gateway release adds some.
 

@@ -2,6 +2,7 @@
 // params and the device proof, in the spec's order, with its exact error codes.
 
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 
 enum HandshakeCheck {

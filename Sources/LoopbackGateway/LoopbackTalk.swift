@@ -5,6 +5,7 @@
 // without fallbackEligible; the methods missing altogether).
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import WebSocketTransport

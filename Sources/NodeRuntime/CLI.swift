@@ -1,9 +1,11 @@
 // The command line: parses arguments, prints help, runs a command, maps every failure to one
 // line on stderr and a non-zero exit. The executable's main only calls `CLI.main`.
 
+import ClawvoiceCore
 import Foundation
 import Discovery
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WakeWord

@@ -3,6 +3,7 @@
 // the control socket the CLI talks to, pairing from the command line, and the demo.
 // It wires the other modules together; protocol, transport and storage details stay in them.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

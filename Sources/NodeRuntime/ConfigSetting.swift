@@ -4,6 +4,7 @@
 // `ConfigSettings.swift` holds the rows; `Config.swift` parses with them; `ConfigFiles.swift`
 // renders the example file and the docs from them.
 
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Talk

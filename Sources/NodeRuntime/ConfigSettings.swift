@@ -4,6 +4,7 @@
 // (Config.swift), a row here; then `make config-files` rewrites config/clawvoice.json5 and the
 // key reference in docs/configuration.md (a test fails until it has).
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

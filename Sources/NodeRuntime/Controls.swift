@@ -4,6 +4,7 @@
 // reader per key, each press one control.
 
 import Buttons
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 

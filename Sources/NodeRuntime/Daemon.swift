@@ -1,5 +1,7 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
+import ClawvoiceCore
+import GatewayCrypto
 import Synchronization
 import Audio
 import Buttons

@@ -4,6 +4,7 @@
 // speaker (one PulseAudio stream for the call), the talk loop's call state, and the event bus.
 // `clawvoice call` / `hangup` and `status` reach it through the control socket.
 
+import ClawvoiceCore
 import Synchronization
 import Audio
 import Foundation

@@ -4,6 +4,7 @@
 // forced fallback, a wake word said into the microphone, and a session switch.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

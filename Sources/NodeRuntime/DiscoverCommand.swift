@@ -2,6 +2,7 @@
 // `clawvoice pair` without a URL (offer what was found, or pick --name). Formatting is here; the
 // browse is the Discovery module's.
 
+import ClawvoiceCore
 import Discovery
 import Foundation
 import GatewayProtocol

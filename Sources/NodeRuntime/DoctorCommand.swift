@@ -4,6 +4,7 @@
 // Every verdict is Doctor.checks over what this collected.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Store

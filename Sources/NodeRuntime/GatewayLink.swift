@@ -1,7 +1,9 @@
 // The pair of sessions (node and operator) this device keeps to one gateway.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import Store
 

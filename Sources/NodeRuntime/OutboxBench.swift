@@ -2,6 +2,7 @@
 // how many turns a second the outbox moves, against raw chat.send on the same session in the
 // same run (the price of writing to SQLite first and confirming by chat.history).
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

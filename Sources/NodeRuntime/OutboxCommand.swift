@@ -3,6 +3,7 @@
 // twice a second, so a retry, drop or new turn takes effect within a second, and the commands
 // also work (and queue) while no daemon runs.
 
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Store

@@ -1,5 +1,6 @@
 // `clawvoice pair`: from a setup code or a URL to a paired gateway, showing each step.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

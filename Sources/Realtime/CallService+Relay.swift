@@ -7,6 +7,7 @@
 // sends talk.session.cancelOutput with that answer's turnId, flushes the speaker and drops the
 // turn's later audio. The microphone is echo-cancelled upstream against the call's own audio.
 
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 

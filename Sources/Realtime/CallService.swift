@@ -8,6 +8,7 @@
 // WebRTC is not offered or fails before it connects: PCM16 24 kHz both ways over the operator
 // socket (CallService+Relay.swift).
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

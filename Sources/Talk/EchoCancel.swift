@@ -4,6 +4,7 @@
 // recorded (CaptureCleaner, owned by the talk loop). With it, a loudspeaker need not mute the
 // microphone while it speaks: barge-in and wake words work over the assistant's voice.
 
+import ClawvoiceCore
 import Synchronization
 import Audio
 import AudioFrontEnd

@@ -5,6 +5,7 @@
 
 import Audio
 import AudioFrontEnd
+import ClawvoiceCore
 import Foundation
 import WakeWord
 

@@ -3,14 +3,8 @@
 // as the wake chime is), or off.
 
 import Audio
+import ClawvoiceCore
 import Foundation
-
-/// A sound that tells the user what the node did.
-public enum TalkCue: String, Sendable, CaseIterable, Codable {
-    case endOfListening, error, mute, unmute
-    /// A realtime call connected (played at the head of the call's stream) / ended.
-    case callStart, callEnd
-}
 
 public struct FeedbackSounds: Sendable {
     /// The decoded sound of each cue that is on.

@@ -2,6 +2,7 @@
 // as long as the daemon runs (so pre-roll and `ptt.start → first frame` cost nothing), its
 // frames delivered in order to the TalkController, and the playback sink for speech.
 
+import ClawvoiceCore
 import GatewayProtocol
 import Audio
 import Foundation

@@ -5,6 +5,7 @@
 // queue, and other processes (`clawvoice send`, `outbox retry|drop`) change them too, so the
 // loop re-reads them on every pass and at least every `pollIntervalMs`.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

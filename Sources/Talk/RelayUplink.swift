@@ -6,17 +6,14 @@
 // an uplink nobody runs does both in `finish()`.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
 
 public actor RelayUplink {
-    public enum Outcome: Sendable, Equatable {
-        /// The relay's final transcript (nil: it heard nothing it could transcribe).
-        case transcript(String?)
-        /// No relay (not offered, refused or failed): the caller sends the voice note instead.
-        case unavailable(String)
-    }
+    /// How the stream came out (`RelayOutcome`, in ClawvoiceCore, for the talk machine).
+    public typealias Outcome = RelayOutcome
 
     public struct Limits: Sendable {
         public var batchMs = 100

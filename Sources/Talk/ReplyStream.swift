@@ -5,6 +5,7 @@
 // child of that.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

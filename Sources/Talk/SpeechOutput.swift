@@ -5,6 +5,7 @@
 // late clips.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

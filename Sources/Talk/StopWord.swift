@@ -4,6 +4,7 @@
 // barge-in, and only while speaking); this owns the detector and its stream.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import WakeWord
 

@@ -5,6 +5,7 @@
 // `run()`, owned by the task of the service that runs it, and is not Sendable.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -2,6 +2,7 @@
 // whole pipeline (the embedding front end once, every head on every 80 ms step), measured on this thread.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 
 #if canImport(Glibc)

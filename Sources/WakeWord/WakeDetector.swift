@@ -256,6 +256,7 @@ public final class WakeDetector {
 func wakeScore(logit: Float) -> Float { 1 / (1 + exp(-logit)) }
 
 #if canImport(Glibc)
+import ClawvoiceCore
 import Glibc
 #elseif canImport(Darwin)
 import Darwin

@@ -12,6 +12,7 @@
 // and the process's CPU time over the call's wall time.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -15,6 +15,7 @@
 import Audio
 import AudioFrontEnd
 import COpus
+import ClawvoiceCore
 import Foundation
 import NodeRuntime
 import Talk

@@ -6,6 +6,7 @@
 //   beside the windows, and continuous speech in noise (long turns that must be held open).
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Talk

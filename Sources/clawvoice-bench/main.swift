@@ -16,6 +16,7 @@
 
 import Audio
 import COpus
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

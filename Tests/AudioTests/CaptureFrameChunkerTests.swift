@@ -2,6 +2,7 @@
 // come out as exact 20 ms frames with every sample in place.
 
 import Audio
+import ClawvoiceCore
 import Testing
 
 @Suite struct CaptureFrameChunkerTests {

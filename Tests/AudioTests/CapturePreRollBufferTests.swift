@@ -2,6 +2,7 @@
 // first, drain in order.
 
 import Audio
+import ClawvoiceCore
 import Testing
 
 @Suite struct CapturePreRollBufferTests {

@@ -3,6 +3,7 @@
 // WAVFile now refuses rates outside 8–192 kHz, and ClipPlayability judges what is left.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 // Tests for ClipDecoder and WAVFile: clips made by ffmpeg from a known 1.0 s tone in every
 // format a gateway may send, the label rules (headerless, empty, disagreeing labels), and
 // bad input that must end in a ClipDecodeError, never a crash.
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Audio

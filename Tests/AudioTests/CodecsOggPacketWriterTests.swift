@@ -2,6 +2,7 @@
 // opusdec decodes to the input's length and waveform.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 // Tests for the Opus side of the codecs: raw packets from OpusVoiceEncoder, live Ogg pages
 // from OggOpusStreamWriter, and whole voice notes, checked with opusdec and opusinfo.
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Audio

@@ -1,5 +1,6 @@
 // Tests for Resampler (speexdsp) and G711 µ-law: lengths and pitch survive resampling, the
 // µ-law code table matches ITU-T G.711 / G.191, and sox's u-law agrees within one code.
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Audio

@@ -1,5 +1,6 @@
 // Helpers for the codec tests: temp directories, external tools (opusdec, ffmpeg, sox,
 // espeak-ng) run as subprocesses, test signals, an Ogg page walker and signal measures.
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Audio

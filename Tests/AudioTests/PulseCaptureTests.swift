@@ -2,6 +2,7 @@
 // played into the "microphone", and frames dropped (and counted) when nobody reads them.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 
@@ -54,7 +55,7 @@ extension PulseAudioTests {
             try await capture.start()
             try mic.resetClock()
 
-            let speech = try CaptureEndpointerTests.espeak("Computer, what is the weather like today?")
+            let speech = try CaptureEndpointerSpeechTests.espeak("Computer, what is the weather like today?")
             let speaker = PulsePlayback(connection: connection, sink: mic.name)
             let endpointing = Task {
                 var endpointer = Endpointer()

@@ -2,6 +2,7 @@
 // not exist, a missing server that is retried without crashing, and the pure backoff and headset rules.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -3,6 +3,7 @@
 // pieces seamlessly, and stop() silences the monitor within 50 ms.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

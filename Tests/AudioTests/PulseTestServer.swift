@@ -3,6 +3,7 @@
 // no test hears another's audio, records a sink's monitor, and makes and measures test tones.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

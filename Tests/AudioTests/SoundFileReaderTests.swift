@@ -3,6 +3,7 @@
 // as the same tone at the same level, and what libsndfile cannot open is one clear line.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 // InputEventDecoder: bytes in, events and edges out, in any slicing; nothing blows up on junk.
 
+import ClawvoiceCore
 import Foundation
 import Testing
 import Buttons

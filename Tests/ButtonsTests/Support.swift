@@ -1,6 +1,7 @@
 // Shared pieces for the Buttons tests: the recorded headset fixture, an action log, waits with
 // deadlines, temporary directories and fifos.
 
+import ClawvoiceCore
 import Foundation
 import Testing
 import Buttons

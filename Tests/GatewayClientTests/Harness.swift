@@ -1,8 +1,10 @@
 // Shared helpers for the gateway integration tests: a real SQLite store in a temp dir, a
 // captured log, sessions with shortened timings, and named waits with deadlines.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import Store

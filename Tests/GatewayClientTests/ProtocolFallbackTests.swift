@@ -2,6 +2,7 @@
 // get one retry with 3…3 and which must not (the cases of openclaw-gateway-client
 // tests/session.rs @86618145, transcribed as data), and the machine's one-retry rule.
 
+import ClawvoiceCore
 import GatewayClient
 import GatewayProtocol
 import Testing

@@ -10,6 +10,7 @@
 //   P  docs/gateway/protocol/rpc-bootstrap-and-events.md @13957377 (drift-12b D3: later deltas omit `message`)
 
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Testing
 

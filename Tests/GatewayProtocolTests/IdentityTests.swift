@@ -1,3 +1,4 @@
+import GatewayCrypto
 import Testing
 import GatewayProtocol
 

@@ -3,6 +3,7 @@
 // errors for bad flags and a missing sound server.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 @testable import NodeRuntime

@@ -4,6 +4,7 @@
 // peer as the gateway's media end. The gateway invokes talk.start on the node, the node creates
 // the call, media flows both ways, talk.stop ends it with both keys closed.
 
+import ClawvoiceCore
 import Synchronization
 import Foundation
 import GatewayClient

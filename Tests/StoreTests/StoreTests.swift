@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCrypto
 import Testing
 import GatewayProtocol
 import Store

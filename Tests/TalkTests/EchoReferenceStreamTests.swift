@@ -3,6 +3,7 @@
 // sample's time.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Talk

@@ -6,6 +6,7 @@
 // (`clawvoice-bench --echo-only`).
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Talk
 import Testing

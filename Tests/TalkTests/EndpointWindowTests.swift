@@ -8,6 +8,7 @@
 // spoke before, so on this set 700 ms comes out clean in some runs and not in others.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 import WakeWord

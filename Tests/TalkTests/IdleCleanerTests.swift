@@ -4,6 +4,7 @@
 // between still come out noise-suppressed. Pure compute: no sound server.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Talk

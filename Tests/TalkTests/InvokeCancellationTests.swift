@@ -4,6 +4,7 @@
 // with a timeoutMs, cancels with node.invoke.cancel, and cancels while the turn is being queued.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

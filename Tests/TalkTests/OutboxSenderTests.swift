@@ -2,6 +2,7 @@
 // Faults come from the gateway itself (drops, restarts) or, where a failure must be exact,
 // from a thin OperatorChannel wrapper around the real session.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -3,6 +3,7 @@
 // what was played; the voice note decodes with opusdec; the echoed reply is spoken.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

@@ -5,6 +5,7 @@
 // Also the system.notify parser (item 5), a pure function.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -5,6 +5,7 @@
 // "stop" said to a quiet node starts and stops nothing.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Talk
 import Testing

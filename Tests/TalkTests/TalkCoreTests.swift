@@ -2,6 +2,7 @@
 // relay: the defects of the old controller (issue 10) where they cross the socket.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

@@ -2,6 +2,7 @@
 // dying and coming back mid-capture, the gateway's own Talk settings, voice directives.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

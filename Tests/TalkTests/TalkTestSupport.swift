@@ -3,6 +3,7 @@
 // and signal comparisons.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -23,9 +24,18 @@ struct PrivateTalkServer: SuiteTrait, TestTrait, TestScoping {  // TestTrait too
     func provideScope(for test: Test, testCase: Test.Case?,
                       performing function: @Sendable () async throws -> Void) async throws {
         guard testCase != nil else { return try await function() }
-        let dir = TalkPulse.newDirectory()
-        defer { TalkPulse.stop(dir) }
-        try await TalkPulse.$current.withValue(dir) { try await function() }
+        // However wide swift-testing runs, at most a few servers at once: unlimited, a plain
+        // `swift test --filter TalkTests` started ~80 PulseAudio servers and a load of 240.
+        await TalkPulse.gate.enter()
+        let outcome: Result<Void, any Error>
+        do {
+            let dir = TalkPulse.newDirectory()
+            defer { TalkPulse.stop(dir) }
+            try await TalkPulse.$current.withValue(dir) { try await function() }
+            outcome = .success(())
+        } catch { outcome = .failure(error) }
+        await TalkPulse.gate.leave()
+        try outcome.get()
     }
 }
 
@@ -33,7 +43,23 @@ extension Trait where Self == PrivateTalkServer {
     static var privateTalkServer: Self { PrivateTalkServer() }
 }
 
+/// A counting gate for test cases (FIFO).
+actor TestGate {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    init(_ width: Int) { free = width }
+    func enter() async {
+        if free > 0 { free -= 1; return }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+    func leave() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+    }
+}
+
 enum TalkPulse {
+    /// How many talk test cases hold a server at once (CLAWVOICE_TALK_SERVERS, default 4).
+    static let gate = TestGate(max(1, Int(ProcessInfo.processInfo.environment["CLAWVOICE_TALK_SERVERS"] ?? "") ?? 4))
     /// The server of the running test case (set by `PrivateTalkServer`).
     @TaskLocal static var current: String?
     private static let started = Locked<Set<String>>([])

@@ -5,6 +5,7 @@
 // positions in the captured audio (what the relay decoded), not wall-clock times.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import LoopbackGateway
 import Talk

@@ -9,6 +9,7 @@
 // WOR_SCALE, WOR_N, WOR_SILENT (speaker silent), WOR_NOBARGE (voice barge-in off) vary it by hand.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

@@ -4,6 +4,7 @@
 // without a restart; the node's own chime and speech never wake it.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

@@ -1,6 +1,7 @@
 // Test fixtures: files under Fixtures/ (written by models/training) and the shipped models.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import WakeWord
 

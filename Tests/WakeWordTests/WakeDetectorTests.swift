@@ -1,4 +1,5 @@
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import WakeWord

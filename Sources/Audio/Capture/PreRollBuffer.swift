@@ -2,6 +2,8 @@
 // a capture that starts on a key press or wake word also has the syllable spoken just before it.
 // Pure value: a ring of whole frames.
 
+import ClawvoiceCore
+
 /// A ring buffer of the most recent capture frames, up to `capacityMilliseconds` (0–2000 ms).
 public struct PreRollBuffer: Sendable {
     /// The longest pre-roll accepted; more would mostly add stale room noise to every utterance.

@@ -3,6 +3,8 @@
 // 10 ms) or that runs far longer than its text could take to say (a WAV header claiming 1 Hz)
 // is unplayable, and the caller speaks with espeak-ng instead. Pure: numbers in, verdict out.
 
+import ClawvoiceCore
+
 /// Whether a decoded clip is fit to play for its text, and why not.
 public enum ClipPlayability {
     /// Shortest clip that counts as speech. The shortest real replies ("OK.") take 300 ms or more.

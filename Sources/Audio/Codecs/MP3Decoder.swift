@@ -1,6 +1,7 @@
 // MP3Decoder owns one libmpg123 handle per decode: a whole MP3 clip from memory to s16 PCM.
 // It is the only file that calls mpg123. Feed mode, so no file or reader callbacks are needed.
 internal import CMpg123
+import ClawvoiceCore
 
 /// Decodes MP3 bytes held in memory. Used by `ClipDecoder`.
 enum MP3Decoder {

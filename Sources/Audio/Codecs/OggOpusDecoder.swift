@@ -1,6 +1,7 @@
 // OggOpusDecoder owns one opusfile handle (OggOpusFile *) per decode: a whole Ogg Opus clip
 // from memory to 48 kHz s16 PCM. It is the only file that calls opusfile.
 internal import COpusFile
+import ClawvoiceCore
 
 /// Decodes Ogg Opus bytes held in memory. Used by `ClipDecoder`.
 enum OggOpusDecoder {

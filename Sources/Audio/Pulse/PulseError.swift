@@ -1,5 +1,7 @@
 // PulseError: every way a PulseAudio operation can fail, each rendered as one line a user can act on.
 
+import ClawvoiceCore
+
 /// A failed PulseAudio operation.
 public enum PulseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A `pa_*` call failed; `message` is `pa_strerror` of the context's error code at that moment.

@@ -1,7 +1,7 @@
 // DiscoveryMachine, input by input, time in milliseconds: no Avahi, no I/O.
 
 import Testing
-@testable import Discovery
+@testable import ClawvoiceCore
 
 private let fp = String(repeating: "ab", count: 32)
 
@@ -175,15 +175,6 @@ private func finish(_ actions: [DiscoveryMachine.Action]) -> DiscoveryMachine.Fi
         #expect(DiscoveryNames.decodeEscapes("caf\\195\\169") == "café")
         #expect(DiscoveryNames.decodeEscapes("plain") == "plain")
         #expect(DiscoveryNames.decodeEscapes("bad\\999") == "bad999")
-    }
-
-    @Test func `domains: local is the default, others get their trailing dot`() {
-        #expect(DiscoveryNames.normalizeDomain("local") == nil)
-        #expect(DiscoveryNames.normalizeDomain("Local.") == nil)
-        #expect(DiscoveryNames.normalizeDomain(" ") == nil)
-        #expect(DiscoveryNames.normalizeDomain("openclaw.internal") == "openclaw.internal.")
-        #expect(DiscoveryNames.normalizeDomain("openclaw.internal.") == "openclaw.internal.")
-        #expect(GatewayDiscovery.domains(wideArea: [nil, "openclaw.internal", "openclaw.internal."]) == ["local.", "openclaw.internal."])
     }
 
     @Test func `the URL dials the resolved address and SRV port, never the TXT hints`() {

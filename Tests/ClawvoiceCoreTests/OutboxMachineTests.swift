@@ -1,9 +1,7 @@
 // OutboxMachine without I/O: every decision from rows, time and connection state.
 
-import GatewayClient
+import ClawvoiceCore
 import GatewayProtocol
-import Store
-import Talk
 import Testing
 
 private let hour: Int64 = 3_600_000
@@ -147,19 +145,6 @@ private func item(_ seq: Int64, _ state: OutboxState = .pending, created: Int64 
         #expect(m.notConfirmed(sent, nowMs: 31_000) == .retry(atMs: 31_000, countsAsAttempt: true))
         let tired = item(1, .sent, attempts: 4, sentAt: 1_000)
         #expect(m.notConfirmed(tired, nowMs: 31_000) == .hold(reason: "acknowledged but not in chat.history after 5 sends"))
-    }
-
-    @Test func `errors are sorted by what the outbox should do`() {
-        #expect(OutboxFailure.classify(GatewayRequestError.notConnected("x")).kind == .offline)
-        #expect(OutboxFailure.classify(GatewayRequestError.disconnected).kind == .offline)
-        #expect(OutboxFailure.classify(GatewayRequestError.timedOut(method: "chat.send", ms: 30_000)).kind == .refused)
-        #expect(OutboxFailure.classify(GatewayRequestError.tooLarge(bytes: 10, limit: 5)).kind == .permanent)
-        #expect(OutboxFailure.classify(GatewayRequestError.failed(ErrorShape(code: "INVALID_REQUEST", message: "bad"))).kind == .permanent)
-        #expect(OutboxFailure.classify(GatewayRequestError.failed(ErrorShape(code: "FORBIDDEN", message: "missing scope"))).kind == .permanent)
-        let busy = OutboxFailure.classify(GatewayRequestError.failed(ErrorShape(code: "UNAVAILABLE", message: "busy", retryAfterMs: 900)))
-        #expect(busy.kind == .refused && busy.retryAfterMs == 900)
-        struct Odd: Error {}
-        #expect(OutboxFailure.classify(Odd()).kind == .refused)
     }
 }
 

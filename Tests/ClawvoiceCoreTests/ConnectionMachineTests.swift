@@ -2,7 +2,7 @@
 // no sleeps, no sockets. Also ReconnectBackoff on its own.
 
 import Testing
-import GatewayClient
+import ClawvoiceCore
 import GatewayProtocol
 
 // MARK: - Helpers

@@ -1,7 +1,7 @@
 // Cutting a streamed reply into sentences: every rule, fed whole and fed in random pieces.
 
 import Testing
-@testable import Talk
+@testable import ClawvoiceCore
 
 @Suite struct SentenceSplitterTests {
     func split(_ text: String) -> [String] {

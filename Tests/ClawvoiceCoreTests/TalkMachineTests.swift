@@ -2,11 +2,10 @@
 // interleavings of start/stop/cancel/once with the relay's results, the wake turn, the
 // loudspeaker gate and barge-in, session switches and timers. Pure: no audio, no sockets.
 
-import Audio
+@testable import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Testing
-@testable import Talk
 
 /// Drives a machine with a clock of its own and keeps what it answered.
 struct MachineDriver {
@@ -715,22 +714,12 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
     }
 
     @Test func theGatewaysSilenceTimeoutWins() {
-        // The controller puts the gateway's talk.config silenceTimeoutMs into the settings.
-        var config = TalkConfig()
-        config.silenceTimeoutMs = 1_500
-        let s = TalkController.settings(config, wake: nil)
-        #expect(s.silenceTimeoutMs == 1_500)
-        #expect(s.voiceDetector == .model)
-        var d = once(s.voiceDetector, windowMs: s.silenceTimeoutMs)
+        // The controller puts the gateway's talk.config silenceTimeoutMs into the settings
+        // (TalkTests' TalkSettingsTests checks that half: 1 500 ms and the model detector).
+        var d = once(.model, windowMs: 1_500)
         Self.feed(&d, ms: 1_000, loud: true, voice: 0.05)
         #expect(d.count(\.isFinish) == 0, "1 s is inside the gateway's 1.5 s")
         Self.feed(&d, ms: 500, loud: true, voice: 0.05)
         #expect(d.count(\.isFinish) == 1)
-    }
-
-    @Test func theDefaultsAgree() {
-        #expect(TalkMachine.Settings().silenceTimeoutMs == TalkConfig().silenceTimeoutMs)
-        #expect(TalkMachine.Settings().voiceDetector == .model)
-        #expect(TalkConfig().voiceDetector == .model)
     }
 }

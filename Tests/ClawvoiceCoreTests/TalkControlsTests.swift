@@ -1,10 +1,9 @@
 // TalkMachine's controls, input by input: `stop` (speech off as a barge-in), mute and unmute
 // (the microphone and wake off, commands refused, a capture cancelled), and the cues. Pure.
 
-import Audio
+@testable import ClawvoiceCore
 import Foundation
 import Testing
-@testable import Talk
 
 @Suite struct TalkMachineControlTests {
     func has(_ out: [TalkMachine.Action], _ match: (TalkMachine.Action) -> Bool) -> Bool { out.contains(where: match) }
@@ -66,15 +65,6 @@ import Testing
         #expect(d.answers(t).isEmpty, "waits for the microphone")
         d.feed(.setMuted(true, announce: false))
         #expect(d.answers(t) == [.failed(.muted)])
-    }
-
-    @Test func `the generated cues differ from each other and from the chime`() {
-        let all = TalkCue.allCases.map { FeedbackSounds.generated($0).samples }
-        #expect(Set(all).count == TalkCue.allCases.count)
-        #expect(!all.contains(WakeListener.chime().samples))
-        let sounds = FeedbackSounds([.mute: .generated, .unmute: .off, .error: .file("/nonexistent.wav")])
-        #expect(sounds.sounds[.mute] != nil && sounds.sounds[.unmute] == nil && sounds.sounds[.endOfListening] == nil)
-        #expect(sounds.sounds[.error] == FeedbackSounds.generated(.error) && sounds.problems.count == 1)
     }
 
     func cues(_ out: [TalkMachine.Action]) -> [TalkCue] { out.compactMap { if case .cue(let c) = $0 { return c }; return nil } }

@@ -3,6 +3,7 @@
 // description, mirror or error: it leaves this type only through `privateSeed`, for the store.
 
 internal import CSSL
+import GatewayProtocol
 
 /// Why an identity operation failed: the OpenSSL call and OpenSSL's own reason. Never key bytes.
 public enum IdentityError: Error, Sendable, CustomStringConvertible, Equatable {

@@ -460,6 +460,7 @@ public struct ConnectionMachine: Sendable {
     }
 }
 
-func formatSeconds(_ ms: Int64) -> String {
+/// Milliseconds as seconds for a log line: "3 s", "1.5 s".
+public func formatSeconds(_ ms: Int64) -> String {
     ms % 1000 == 0 ? "\(ms / 1000) s" : String(format: "%.1f s", Double(ms) / 1000)
 }

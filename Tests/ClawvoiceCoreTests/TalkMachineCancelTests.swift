@@ -2,11 +2,9 @@
 // TalkMachine input, and the `delivering` phase: a cancel there answers what the outbox really
 // did with the turn. Pure: input by input, and every order of the new inputs with the old ones.
 
-import Audio
+@testable import ClawvoiceCore
 import Foundation
-import GatewayClient
 import Testing
-@testable import Talk
 
 extension TalkMachine.Action {
     var withdrawal: String? { if case .withdrawTurn(let id, _) = self { return id }; return nil }

@@ -2,7 +2,7 @@
 // feeding `.wake(dueMs:)`, with no poll in between. Explicit clock values, no sockets.
 
 import Testing
-import GatewayClient
+import ClawvoiceCore
 import GatewayProtocol
 
 private let challenge = ConnectChallenge(nonce: "nonce-w", ts: 1_737_264_000_000)

@@ -6,9 +6,7 @@
 // interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs, and
 // so is the gateway giving up on an invoked command (its cancel or its timeout).
 
-import Audio
 import Foundation
-import GatewayClient
 import GatewayProtocol
 
 /// The status strings the gateway and the official clients know.
@@ -194,11 +192,11 @@ public struct TalkMachine: Sendable {
 
     /// How a finished relay stream came out (RelayUplink.Outcome plus what the executor kept).
     public struct Finished: Sendable, Equatable {
-        public var outcome: RelayUplink.Outcome
+        public var outcome: RelayOutcome
         /// Milliseconds of audio captured, and whether a voice note could be encoded.
         public var audioMs: Double
         public var hasVoiceNote: Bool
-        public init(outcome: RelayUplink.Outcome, audioMs: Double, hasVoiceNote: Bool) {
+        public init(outcome: RelayOutcome, audioMs: Double, hasVoiceNote: Bool) {
             self.outcome = outcome
             self.audioMs = audioMs
             self.hasVoiceNote = hasVoiceNote
@@ -821,7 +819,7 @@ public struct TalkMachine: Sendable {
             var message = text
             if case .wake(let phrase, let triggers) = c.kind {
                 // The trigger words are not part of the command; too little left is no command.
-                message = WakeListener.command(from: text, triggers: [phrase] + triggers)
+                message = WakeTranscript.command(from: text, triggers: [phrase] + triggers)
                 guard message.count >= settings.wakeMinCommandCharacters else {
                     out.append(.log(.info, "talk", "wake capture \(id): nothing after the trigger in \"\(text)\""))
                     resolve(id, PTTResult(captureId: id, transcript: message, status: .empty), out: &out)

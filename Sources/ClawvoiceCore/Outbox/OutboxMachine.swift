@@ -6,9 +6,7 @@
 // OutboxSender carries the actions out.
 
 import Foundation
-import GatewayClient
 import GatewayProtocol
-import Store
 
 /// The outbox's timing and limits.
 public struct OutboxPolicy: Sendable, Equatable {
@@ -29,7 +27,7 @@ public struct OutboxPolicy: Sendable, Equatable {
     /// The sender re-reads the database at least this often: the CLI writes to it too.
     public var pollIntervalMs: Int64 = 500
     /// Turns one gateway may hold; the next is refused.
-    public var limit = ClawStore.outboxLimit
+    public var limit = OutboxItem.queueLimit
     /// How long one chat.send or chat.history may take.
     public var requestTimeoutMs: Int64 = 30_000
     /// Messages read from the tail of chat.history when confirming: first a short page (the turn
@@ -74,25 +72,6 @@ public struct OutboxFailure: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { message }
-
-    /// Sorts an error from `OperatorChannel.request`.
-    public static func classify(_ error: any Error) -> OutboxFailure {
-        let text = "\(error)".split(whereSeparator: \.isNewline).joined(separator: " ")
-        guard let e = error as? GatewayRequestError else { return OutboxFailure(kind: .refused, message: text) }
-        switch e {
-        case .notConnected, .disconnected:
-            return OutboxFailure(kind: .offline, message: text)
-        case .timedOut:
-            return OutboxFailure(kind: .refused, message: text)
-        case .tooLarge:
-            return OutboxFailure(kind: .permanent, message: text)
-        case .failed(let shape):
-            if shape.code == "INVALID_REQUEST" || shape.code == "FORBIDDEN" {
-                return OutboxFailure(kind: .permanent, message: text)
-            }
-            return OutboxFailure(kind: .refused, message: text, retryAfterMs: shape.retryAfterMs)
-        }
-    }
 }
 
 /// The outbox's decisions. See the file comment.

@@ -1,7 +1,7 @@
 // PTTKeyMachine, transition by transition, in both modes. No devices, no threads.
 
 import Testing
-import Buttons
+import ClawvoiceCore
 
 /// Feeds edges in order and returns what each one answered.
 private func run(_ mode: PTTKeyMachine.Mode, _ edges: [KeyEdge]) -> [PTTKeyAction?] {

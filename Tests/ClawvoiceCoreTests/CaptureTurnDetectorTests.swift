@@ -3,7 +3,7 @@
 // pause, the silence window staying the ceiling, speech resuming, and TurnModel's file checks.
 // Pure values fed frame by frame: the audio is the clock.
 
-import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

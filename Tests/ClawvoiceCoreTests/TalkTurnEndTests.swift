@@ -2,10 +2,9 @@
 // turn is over, sooner than its silence window; a held capture never asks the model; with the level
 // rule (audio.voiceDetector "level") the window alone decides. Pure: frames and a clock of our own.
 
-import Audio
+@testable import ClawvoiceCore
 import Foundation
 import Testing
-@testable import Talk
 
 @Suite struct TalkTurnEndTests {
     /// p = σ(−3 + pauseMs / 100): over 0.5 from 300 ms of pause on.

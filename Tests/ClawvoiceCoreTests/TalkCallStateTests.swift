@@ -3,10 +3,9 @@
 // call that starts cancels the capture and the speech in progress; a session or gateway switch
 // ends the call; mute closes the call's microphone; the end gives the room back.
 
-import Audio
+@testable import ClawvoiceCore
 import Foundation
 import Testing
-@testable import Talk
 
 @Suite struct TalkCallStateTests {
     func has(_ out: [TalkMachine.Action], _ match: (TalkMachine.Action) -> Bool) -> Bool { out.contains(where: match) }
