@@ -4,6 +4,7 @@
 // slow parts run as the loop's child jobs and post their results back into the inbox.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

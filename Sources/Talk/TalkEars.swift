@@ -4,6 +4,7 @@
 // frame here and carries out the machine's listen actions through it.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -3,6 +3,7 @@
 // from them in one place (`settings`) and handed to the machine in one place (`applySettings`).
 
 import Audio
+import ClawvoiceCore
 import GatewayProtocol
 import WakeWord
 

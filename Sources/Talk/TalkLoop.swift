@@ -8,6 +8,7 @@
 // nothing re-enters it while it is suspended.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -3,6 +3,7 @@
 // machine's reply and speaker actions and reports a reply's end back into the inbox.
 
 import Audio
+import ClawvoiceCore
 import GatewayClient
 import GatewayProtocol
 

@@ -5,6 +5,7 @@
 // PulseAudio, no sockets: a loop test runs in milliseconds.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -62,14 +63,20 @@ final class RecordingSink: SpeechSink {
     var stops: Int { state.withLock { $0.stops } }
 
     func play(_ pcm: PCMBuffer) async throws -> Bool {
-        await withCheckedContinuation { c in
-            let now = state.withLock { s -> Bool in
-                s.clips.append(pcm)
-                if !s.hold { return true }
-                s.playing.append(c)
-                return false
+        // A cancelled player (the loop ending, e.g. after a failed expectation) is a stop.
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let now = state.withLock { s -> Bool in
+                    s.clips.append(pcm)
+                    if !s.hold || Task.isCancelled { return true }
+                    s.playing.append(c)
+                    return false
+                }
+                if now { c.resume(returning: !Task.isCancelled) }
             }
-            if now { c.resume(returning: true) }
+        } onCancel: {
+            let cut = state.withLock { s in defer { s.playing = [] }; return s.playing }
+            for c in cut { c.resume(returning: false) }
         }
     }
 

@@ -3,6 +3,7 @@
 // in milliseconds, without PulseAudio or a gateway.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import Testing
