@@ -52,9 +52,12 @@ extension TalkLoop {
         return c
     }
 
-    /// The only place the machine's settings change: derived from the loop's inputs.
+    /// The only place the machine's settings change: derived from the loop's inputs and fed to
+    /// the machine as its `settings` input (which decides nothing at once: no actions).
     func applySettings() {
-        machine.replaceSettings(TalkController.settings(effectiveConfig, wake: ears.wakeConfig, echo: ears.echoOn(config)))
+        let s = TalkController.settings(effectiveConfig, wake: ears.wakeConfig, echo: ears.echoOn(config))
+        let actions = machine.handle(.settings(s), nowMs: nowMs)
+        assert(actions.isEmpty, "settings are not a decision")
     }
 
     func apply(_ setting: TalkController.Setting) {
