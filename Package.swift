@@ -48,14 +48,19 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["ClawvoiceCore", "GatewayProtocol", "GatewayCrypto", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["ClawvoiceCore", "CPulse", "COgg", "CSndFile", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
         .target(name: "AudioFrontEnd", dependencies: ["ClawvoiceCore", "Audio", "CWebRTCAudio"]),
-        .target(name: "Buttons", dependencies: ["ClawvoiceCore", "CEvdev"]),
+        .target(name: "Buttons", dependencies: ["ClawvoiceCore", "CEvdev", "GatewayProtocol"]),
         .target(name: "WakeWord", dependencies: ["ClawvoiceCore", "Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),
         .target(name: "Realtime", dependencies: ["ClawvoiceCore", "CWebRTCPeer", "GatewayProtocol", "GatewayClient", "WebSocketTransport"]),
         .target(name: "Discovery", dependencies: ["ClawvoiceCore", "CAvahi", "GatewayProtocol"]),
         .target(name: "LoopbackGateway", dependencies: ["ClawvoiceCore", "GatewayProtocol", "GatewayCrypto", "WebSocketTransport", "Audio"]),
-        .target(name: "NodeRuntime", dependencies: ["ClawvoiceCore", "GatewayCrypto", "CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Buttons", "Talk", "WakeWord", "Discovery", "Realtime"]),
-        .executableTarget(name: "clawvoice", dependencies: ["NodeRuntime", "WakeWord"]),
+        // What the daemon and the CLI share: config, paths, the control protocol and client, events' names.
+        .target(name: "NodeRuntime", dependencies: ["ClawvoiceCore", "GatewayCrypto", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Talk"]),
+        // `clawvoice run`: the services of one ServiceGroup.
+        .target(name: "Daemon", dependencies: ["NodeRuntime", "ClawvoiceCore", "GatewayCrypto", "CSystemd", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "Audio", "Buttons", "Talk", "WakeWord", "Realtime"]),
+        // The command line: one type per subcommand, CLI.swift the dispatcher.
+        .target(name: "CLI", dependencies: ["NodeRuntime", "Daemon", "ClawvoiceCore", "GatewayCrypto", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Talk", "WakeWord", "Discovery", "Realtime"]),
+        .executableTarget(name: "clawvoice", dependencies: ["CLI", "WakeWord"]),
         .executableTarget(name: "clawvoice-bench", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
 
         .testTarget(name: "ClawvoiceCoreTests", dependencies: ["ClawvoiceCore", "GatewayProtocol"]),
@@ -63,7 +68,7 @@ let package = Package(
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["ClawvoiceCore", "NodeRuntime", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["ClawvoiceCore", "NodeRuntime", "Daemon", "CLI", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
         .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["ClawvoiceCore", "Buttons"], exclude: ["Fixtures"]),
         .testTarget(name: "WakeWordTests", dependencies: ["ClawvoiceCore", "WakeWord", "Audio"], exclude: ["Fixtures"]),

@@ -13,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "make deb: $*" >&2; exit 1; }
 
-version=$(sed -n 's/^ *public static let current = "\([^"]*\)".*/\1/p' Sources/NodeRuntime/GatewayLink.swift)
-[[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || fail "no version in Sources/NodeRuntime/GatewayLink.swift (ClawvoiceVersion.current), got '$version'"
+version=$(sed -n 's/^ *public static let current = "\([^"]*\)".*/\1/p' Sources/NodeRuntime/Version.swift)
+[[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || fail "no version in Sources/NodeRuntime/Version.swift (ClawvoiceVersion.current), got '$version'"
 arch=$(dpkg --print-architecture)
 maintainer=${DEB_MAINTAINER:-clawvoice developers <clawvoice@users.noreply.github.com>}
 deb="clawvoice_${version}_${arch}.deb"

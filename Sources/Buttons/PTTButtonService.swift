@@ -4,6 +4,7 @@
 import ClawvoiceCore
 import Synchronization
 import Foundation
+import GatewayProtocol
 
 /// Listens to a push-to-talk key on evdev devices (or replays a recorded event stream) and calls
 /// `onAction` with `.start` / `.stop`.
@@ -17,7 +18,7 @@ import Foundation
 /// `onAction` runs on the reader thread, in key order, and must return quickly (hand the
 /// action to an actor or a stream). After `stop()` returns it is not called again (unless
 /// `stop()` was called from `onAction`; see there).
-public final class PTTButtonService: Sendable {
+public final class PTTButtonService: Service {
     public typealias Mode = PTTKeyMachine.Mode
 
     /// Where events come from.
@@ -123,8 +124,8 @@ public final class PTTButtonService: Sendable {
         thread.start()
     }
 
-    /// Runs until the surrounding task is cancelled: `start()`, wait, `stop()`. This is the shape
-    /// the daemon's supervisor runs its services in; the work happens on the reader thread.
+    /// The service (a child of the daemon's `ServiceGroup`): `start()`, wait until the task is
+    /// cancelled, `stop()`. The work happens on the reader thread.
     public func run() async throws {
         try start()
         defer { stop() }

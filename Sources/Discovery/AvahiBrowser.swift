@@ -31,8 +31,9 @@ public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-// @unchecked: its mutable state is guarded by avahi's threaded poll lock, which the checker cannot see.
-public final class AvahiBrowser: @unchecked Sendable {
+/// Not Sendable: one owner (the browse that made it) calls it; avahi's poll thread reaches it
+/// only through its callbacks, which run with the poll's lock held, as every method here takes it.
+public final class AvahiBrowser {
     public let events: AsyncStream<DiscoveryMachine.Input>
     private let continuation: AsyncStream<DiscoveryMachine.Input>.Continuation
     private let poll: OpaquePointer
@@ -182,7 +183,9 @@ public final class AvahiBrowser: @unchecked Sendable {
         String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    func injectInput(_ input: DiscoveryMachine.Input) { continuation.yield(input) }
+    /// Posts inputs of our own (start, tick) into the same inbox as Avahi's events; Sendable, so
+    /// a ticking child can hold it without the browser.
+    var inbox: AsyncStream<DiscoveryMachine.Input>.Continuation { continuation }
 
     public func stopResolving(_ key: ServiceKey) {
         locked {

@@ -61,7 +61,7 @@ extension LoopbackGateway {
         if let cert = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
             tls = try TLSServerContext(certificatePEMPath: cert, privateKeyPEMPath: key)
         }
-        offerBroker = try LoopbackOfferBroker(tls: tls) { [weak self] path, bearer, ctype, body in
+        offerBroker = try LoopbackOfferBroker(tls: tls, spawn: { [weak self] job in self?.spawn(job) ?? false }) { [weak self] path, bearer, ctype, body in
             guard let self else { return (502, "gateway stopped") }
             return await self.offer(path: path, bearer: bearer, contentType: ctype, sdp: body)
         }

@@ -158,8 +158,8 @@ extension LoopbackGateway {
                                    "timestamp": .number(now), "idempotencyKey": .string(idem)])
         reply(req.id, response, to: conn.id)
         let answer = "You said: \(message)"
-        // Unstructured: test peer: the echo agent streams its answer after chat.send was answered.
-        Task { [delay = configuration.echoDeltaDelayMs] in
+        // The echo agent streams its answer after chat.send was answered.
+        spawn { [delay = configuration.echoDeltaDelayMs] in
             await self.streamEcho(runId: runId, sessionKey: sessionKey, text: answer, delayMs: delay)
         }
     }

@@ -17,16 +17,20 @@ import Glibc
 final class LoopbackOfferBroker: Sendable {
     /// (path, bearer secret, offer SDP) → (status, body). Runs on the gateway actor.
     typealias Handler = @Sendable (String, String?, String?, String) async -> (Int, String)
+    /// Runs a job as a child of the gateway's runner; false when the gateway is stopped.
+    typealias Spawn = @Sendable (@escaping @Sendable () async -> Void) -> Bool
 
     let port: Int
     /// Set when the route speaks TLS (the gateway's own certificate).
     let tls: TLSServerContext?
     private let fd: Int32
     private let handler: Handler
+    private let spawn: Spawn
     private let stopped = Mutex(false)
 
-    init(tls: TLSServerContext? = nil, handler: @escaping Handler) throws {
+    init(tls: TLSServerContext? = nil, spawn: @escaping Spawn, handler: @escaping Handler) throws {
         self.handler = handler
+        self.spawn = spawn
         self.tls = tls
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard s >= 0 else { throw LoopbackBrokerError("socket: \(String(cString: strerror(errno)))") }
@@ -125,12 +129,14 @@ final class LoopbackOfferBroker: Sendable {
         let box = Locked<(Int, String)>((502, "no answer"))
         let done = DispatchSemaphore(value: 0)
         let path = String(requestLine[1]), ctype = headers["content-type"], handler = self.handler
-        Task.detached {
+        // This thread blocks (it is not on the cooperative pool) while a child of the gateway's
+        // runner asks the handler; a stopped gateway answers 502 at once or when it gives up.
+        let asked = spawn {
             let answer = await handler(path, bearer, ctype, body)
             box.withLock { $0 = answer }
             done.signal()
         }
-        done.wait()
+        if asked { _ = done.wait(timeout: .now() + 30) }
         let (status, reply) = box.value
         respond(conn, status, reply)
     }

@@ -112,7 +112,7 @@ extension LoopbackGateway {
                 let audio = r.utterance, since = r.lastVoiceAt
                 r.voiceMs = 0; r.quietMs = 0; r.utterance = []
                 realtimeRelays[id] = r
-                Task { await self.speak(id, turn: turn, audio, since: since) }
+                spawn { await self.speak(id, turn: turn, audio, since: since) }
                 return
             }
         } else {

@@ -205,13 +205,17 @@ extension LoopbackGateway {
         let server = self
         let rate = p["rateWpm"]?.intValue.map(Int.init) ?? 175
         let id = req.id, connection = conn.id
-        // espeak-ng blocks; synthesise off the actor and answer when done.
-        DispatchQueue.global().async {
-            let started = ContinuousClock.now
-            let result = LoopbackGateway.makeClip(text: text, format: requested, rateWpm: rate, fault: fault)
-            let spent = ContinuousClock.now - started
-            // Unstructured: test peer: talk.speak finishes after the request handler returned.
-            Task { await server.finishSpeak(id, result, to: connection, spentMs: Double(spent.components.attoseconds) / 1e15 + Double(spent.components.seconds) * 1000) }
+        // espeak-ng blocks: synthesise on a dispatch queue, off the actor and the cooperative pool,
+        // and answer when done (a child of the runner waits for it).
+        spawn {
+            let (result, spent) = await withCheckedContinuation { (c: CheckedContinuation<(Result<SpeakResult, ErrorShape>, Duration), Never>) in
+                DispatchQueue.global().async {
+                    let started = ContinuousClock.now
+                    let result = LoopbackGateway.makeClip(text: text, format: requested, rateWpm: rate, fault: fault)
+                    c.resume(returning: (result, ContinuousClock.now - started))
+                }
+            }
+            await server.finishSpeak(id, result, to: connection, spentMs: Double(spent.components.attoseconds) / 1e15 + Double(spent.components.seconds) * 1000)
         }
     }
 

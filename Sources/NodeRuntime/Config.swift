@@ -1,12 +1,14 @@
-// NodeRuntime owns what runs the node on a machine: the config file and its environment
-// overrides, the state and socket paths, the daemon that keeps both gateway sessions up,
-// the control socket the CLI talks to, pairing from the command line, and the demo.
-// It wires the other modules together; protocol, transport and storage details stay in them.
+// NodeRuntime owns what the daemon (module Daemon) and the command line (module CLI) share: the
+// config file and its environment overrides, the settings table, the state and socket paths, the
+// control protocol and its client, the events' names, and which gateway and session a run uses.
+// (OutboxBench and LoopbackOperator, bench rigs, wait here for the testing module.)
 
 import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
+import Store
 import Talk
 
 /// The settings file, decoded. Each field's initial value is its key's default; the settings table
@@ -267,6 +269,13 @@ public struct RuntimePaths: Sendable, Equatable {
     public var stateDir: String
     public var controlSocket: String
 
+    public init(configFile: String, configExplicit: Bool, stateDir: String, controlSocket: String) {
+        self.configFile = configFile
+        self.configExplicit = configExplicit
+        self.stateDir = stateDir
+        self.controlSocket = controlSocket
+    }
+
     public static func resolve(configFlag: String?, environment env: [String: String]) -> (config: String, explicit: Bool) {
         if let f = configFlag { return (f, true) }
         if let f = env["CLAWVOICE_CONFIG"], !f.isEmpty { return (f, true) }
@@ -304,4 +313,13 @@ public struct RuntimePaths: Sendable, Equatable {
         else { socket = state + "/control.sock" }
         return (config, RuntimePaths(configFile: file, configExplicit: explicit, stateDir: state, controlSocket: socket))
     }
+}
+
+
+/// Opens the store, making sure the state directory exists with the right modes.
+/// Where recordings of captures go when talk.voiceNotes is on (`clawvoice forget` empties it).
+public func voiceNotesDirectory(stateDir: String) -> String { stateDir + "/voice-notes" }
+
+public func openStore(_ paths: RuntimePaths) throws -> ClawStore {
+    try ClawStore(directory: paths.stateDir)
 }

@@ -3,7 +3,9 @@
 // in docs/configuration.md (`clawvoice config --docs FILE`). `make config-files` rewrites both;
 // a test regenerates them and compares, so neither drifts from what the parser accepts.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 
 public enum ConfigFiles {
@@ -119,36 +121,5 @@ public enum ConfigFiles {
     /// Text safe inside a Markdown table cell.
     static func cell(_ text: String) -> String {
         text.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "<", with: "&lt;")
-    }
-
-    static let command = CLI.Command(
-        name: "config", abstract: "Print the annotated example config, or the docs' key reference.",
-        usage: "clawvoice config --example\n       clawvoice config --docs FILE",
-        details: """
-        Both come from the settings table the config is parsed with, so they say exactly what it accepts.
-          --example     the example config with every key, its default and what it does (config/clawvoice.json5)
-          --docs FILE   FILE (docs/configuration.md) with its generated key reference brought up to date
-        """, flags: ["--example": false, "--docs": true], maxPositionals: 0)
-
-    static func run(_ p: CLI.Parsed) -> Int32 {
-        if p.flags["--example"] != nil {
-            FileHandle.standardOutput.write(Data(example().utf8))
-            return 0
-        }
-        guard let file = p.flags["--docs"] else {
-            CLI.fail("config: say --example or --docs FILE (see `clawvoice config --help`)")
-            return 2
-        }
-        guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
-            CLI.fail("config: cannot read \(file)")
-            return 1
-        }
-        do {
-            FileHandle.standardOutput.write(Data(try splice(docsInto: text).utf8))
-            return 0
-        } catch {
-            CLI.fail("config: \(file): \(error.description)")
-            return 1
-        }
     }
 }

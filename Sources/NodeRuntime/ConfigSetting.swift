@@ -6,6 +6,7 @@
 
 import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Talk
 
@@ -53,21 +54,21 @@ struct ConfigSetting {
 
     /// "" for a key at the top of the file (stateDir).
     var section: String
-    var key: String
+    package var key: String
     var kind: Kind
     /// One line (wrapped in the example file); says what the key does and what its values mean.
     var help: String
     /// Writes a value that passed `check` into the config; `file` is the config file's path.
-    var apply: (inout ClawConfig, JSONValue, _ file: String) throws(ConfigError) -> Void
+    package var apply: (inout ClawConfig, JSONValue, _ file: String) throws(ConfigError) -> Void
     /// The default as the example file writes it.
     var defaultValue: (ClawConfig) -> JSONValue
     /// Shown instead of the default where it depends on the machine (displayName's host name).
     var shownDefault: String? = nil
 
-    var path: String { section.isEmpty ? key : "\(section).\(key)" }
+    package var path: String { section.isEmpty ? key : "\(section).\(key)" }
 
     /// Refuses a value of the wrong type or out of range, with the message the config has always given.
-    func check(_ v: JSONValue, file: String) throws(ConfigError) {
+    package func check(_ v: JSONValue, file: String) throws(ConfigError) {
         if v == .null {
             guard kind.nullable else { throw ConfigError("\(file): '\(path)' cannot be null") }
             return
@@ -92,9 +93,9 @@ struct ConfigSetting {
         }
     }
 
-    static func number(_ d: Double) -> String { d.rounded() == d ? String(Int(d)) : String(d) }
+    package static func number(_ d: Double) -> String { d.rounded() == d ? String(Int(d)) : String(d) }
 
-    static func split(_ path: String) -> (String, String) {
+    package static func split(_ path: String) -> (String, String) {
         guard let dot = path.firstIndex(of: ".") else { return ("", path) }
         return (String(path[..<dot]), String(path[path.index(after: dot)...]))
     }
@@ -113,7 +114,7 @@ struct ConfigSetting {
 
 // The row builders, one per kind of field.
 extension ConfigSetting {
-    static func bool(_ path: String, _ kp: WritableKeyPath<ClawConfig, Bool>, _ help: String) -> ConfigSetting {
+    package static func bool(_ path: String, _ kp: WritableKeyPath<ClawConfig, Bool>, _ help: String) -> ConfigSetting {
         ConfigSetting(path, .bool, help, defaultValue: { .bool($0[keyPath: kp]) }) { c, v, _ in
             if let b = v.boolValue { c[keyPath: kp] = b }
         }
@@ -131,14 +132,14 @@ extension ConfigSetting {
         }
     }
 
-    static func number(_ path: String, _ kp: WritableKeyPath<ClawConfig, Double>, _ range: ClosedRange<Double>, _ help: String) -> ConfigSetting {
+    package static func number(_ path: String, _ kp: WritableKeyPath<ClawConfig, Double>, _ range: ClosedRange<Double>, _ help: String) -> ConfigSetting {
         ConfigSetting(path, .number(range), help, defaultValue: { .number($0[keyPath: kp]) }) { c, v, _ in
             if let n = v.doubleValue { c[keyPath: kp] = n }
         }
     }
 
     /// `accept` returns the value to keep (e.g. normalised), or nil to refuse it with `refusal`.
-    static func string(_ path: String, _ kp: WritableKeyPath<ClawConfig, String>, _ help: String, shownDefault: String? = nil,
+    package static func string(_ path: String, _ kp: WritableKeyPath<ClawConfig, String>, _ help: String, shownDefault: String? = nil,
                        accept: @escaping (String) -> String? = { $0 }, refusal: String = "") -> ConfigSetting {
         ConfigSetting(path, .string, help, shownDefault: shownDefault, defaultValue: { .string($0[keyPath: kp]) }) { c, v, file throws(ConfigError) in
             guard let s = v.stringValue else { return }
@@ -158,7 +159,7 @@ extension ConfigSetting {
     }
 
     /// Two options read `must be "a" or "b"`; more read `must be one of a, b, c`.
-    static func refusal(_ options: [String]) -> String {
+    package static func refusal(_ options: [String]) -> String {
         options.count == 2 ? "must be \"\(options[0])\" or \"\(options[1])\"" : "must be one of \(options.joined(separator: ", "))"
     }
 

@@ -7,12 +7,13 @@
 import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import Talk
 
 /// A section of the file: its name, what it is for (the docs' map) and a note above its keys.
 struct ConfigSection {
-    var name: String
+    package var name: String
     var purpose: String
     var note: String? = nil
     /// Help as a comment after each value (short lists such as the event commands).

@@ -3,7 +3,9 @@
 // the rules; ControlSocketServer.swift serves it). The CLI's `status`, `ptt`, `say`, … go
 // through it; the client gives up in about a second when nothing answers.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +33,7 @@ public enum ControlSocketError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
+package func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
     var addr = sockaddr_un()
     addr.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
@@ -47,13 +49,13 @@ func makeAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
 /// Reads newline-terminated lines from a descriptor with a deadline on each line.
 struct LineReader {
     enum Result: Equatable { case line([UInt8]), timedOut, closed, tooLong }
-    let fd: Int32
+    package let fd: Int32
     private var buffer: [UInt8] = []
 
     init(fd: Int32) { self.fd = fd }
 
     /// The next line (without its newline) if it arrives by `deadlineMs` on the `now` clock.
-    mutating func next(deadlineMs: Int64, limit: Int, now: () -> Int64) -> Result {
+    package mutating func next(deadlineMs: Int64, limit: Int, now: () -> Int64) -> Result {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -78,7 +80,7 @@ struct LineReader {
 
 /// False when the peer is gone.
 @discardableResult
-func writeAll(_ fd: Int32, _ text: String) -> Bool {
+package func writeAll(_ fd: Int32, _ text: String) -> Bool {
     let data = Array(text.utf8)
     let total = data.count
     var off = 0

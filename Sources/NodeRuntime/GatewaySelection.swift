@@ -1,7 +1,9 @@
 // Which gateway a run uses: the config's gateway.url (matched to a paired gateway by address)
 // or the active paired one, and the names gateways get. Reads the store; never rewrites it.
 
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WebSocketTransport
@@ -44,7 +46,7 @@ public func resolveActiveGateway(config: ClawConfig, store: ClawStore, remember:
     return record
 }
 
-func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+package func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
 public enum GatewayNaming {
     /// `host` for the default port, else `host:port`.

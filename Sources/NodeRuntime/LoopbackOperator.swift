@@ -1,8 +1,10 @@
 // A loopback gateway with a connected operator session and a throwaway store: the setup the
 // benches share (the tests build their own, with their own logs and timings).
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import Store

@@ -4,7 +4,9 @@
 // however that ends: stop(), or a guardian shell that notices its owner is gone.
 
 import Audio
+import ClawvoiceCore
 import Foundation
+import GatewayCrypto
 
 public final class PrivatePulseServer: Sendable {
     public let directory: String
@@ -96,7 +98,7 @@ public final class PrivatePulseServer: Sendable {
 }
 
 /// Is there a sound server we may use (PULSE_SERVER or the user's)?
-func soundServerAnswers() async -> Bool {
+package func soundServerAnswers() async -> Bool {
     let c = PulseConnection(clientName: "clawvoice-probe")
     defer { c.close() }
     return (try? await c.waitUntilReady(timeout: .seconds(2))) != nil

@@ -13,7 +13,7 @@ import GatewayProtocol
 
 extension CallService {
     func openRelay(_ id: String, _ target: CallMachine.Target) {
-        Task {
+        spawn { [edges] in
             do {
                 let r = try await edges.request("talk.session.create", CallRelay.createParams(target))
                 guard let sid = r["sessionId"]?.stringValue ?? r["relaySessionId"]?.stringValue, !sid.isEmpty else {
@@ -23,9 +23,9 @@ extension CallService {
                 if let enc = audio?["inputEncoding"]?.stringValue, enc != "pcm16" || audio?["inputSampleRateHz"]?.intValue != 24_000 {
                     throw CallMachine.Failure(code: "INVALID_RESULT", message: "the relay asks for \(enc) at \(audio?["inputSampleRateHz"]?.intValue ?? 0) Hz, not PCM16 at 24 kHz")
                 }
-                self.handle(.relayCreated(callId: id, .success(sid)))
+                await self.handle(.relayCreated(callId: id, .success(sid)))
             } catch {
-                self.handle(.relayCreated(callId: id, .failure(Self.failure(error))))
+                await self.handle(.relayCreated(callId: id, .failure(Self.failure(error))))
             }
         }
     }
@@ -43,11 +43,13 @@ extension CallService {
         let bytes = pcm24.withUnsafeBufferPointer { Data(buffer: $0) }
         let params: JSONValue = ["sessionId": .string(r.sessionId), "audioBase64": .string(bytes.base64EncodedString()),
                                  "timestamp": .number(Double(nowMs))]
-        Task {
+        spawn { [edges] in
             _ = try? await edges.request("talk.session.appendAudio", params)
-            self.relayInFlight -= 1
+            await self.appendAnswered()
         }
     }
+
+    private func appendAnswered() { relayInFlight -= 1 }
 
     /// A relay event for the live call: audio to the speaker, `close` ends the call. True when it was one.
     func relayEvent(_ payload: JSONValue?) -> Bool {
@@ -88,7 +90,7 @@ extension CallService {
         edges.flushPlayback()
         edges.log("call \(r.callId): barge-in, cancelling the relay's turn \(turn)")
         let params: JSONValue = ["sessionId": .string(r.sessionId), "turnId": .string(turn), "reason": "barge-in"]
-        Task {
+        spawn { [edges] in
             do {
                 let result = try await edges.request("talk.session.cancelOutput", params)
                 edges.log("call \(r.callId): cancelOutput \(turn): \(result["status"]?.stringValue ?? "?")")

@@ -3,8 +3,9 @@
 // (D2); talk.client.create / talk.client.close on the operator session (D1, D5); the offer POSTed
 // with the grant's single-use secret and the answer set on a WebRTCPeer; link events, talk.event
 // `session.closed`, operator state and gateway switches as inputs; capture PCM into the call and
-// received audio out to `play`, never after the end. A plain actor with `run()` (the tick loop),
-// so a later `Service` protocol can adopt it. The gateway relay (§2.4) carries the call when
+// received audio out to `play`, never after the end. An actor whose `run()` owns every task it
+// needs: the tick and each slow effect (a request, the offer, a peer's pumps) are children of
+// its task group, handed over through one inbox (`spawn`). The gateway relay (§2.4) carries the call when
 // WebRTC is not offered or fails before it connects: PCM16 24 kHz both ways over the operator
 // socket (CallService+Relay.swift).
 
@@ -61,7 +62,9 @@ public actor CallService {
     private var waiting: [Int: CheckedContinuation<CallMachine.Answer, Never>] = [:]
     private var answered: [Int: CallMachine.Answer] = [:]
     private var peer: (callId: String, peer: WebRTCPeer)?
-    private var pumps: [Task<Void, Never>] = []
+    /// Work for `run()`'s task group: effects that wait (requests, the offer, media pumps).
+    private let jobs: AsyncStream<@Sendable () async -> Void>
+    private let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
     /// The media of this call is live: capture goes in, received audio goes out.
     private var mediaCallId: String?
     private var lastActivityReportMs: Int64 = 0
@@ -87,6 +90,7 @@ public actor CallService {
         self.localAddress = localAddress
         self.machine = CallMachine(settings: settings)
         self.epoch = clock.now
+        (jobs, jobSink) = AsyncStream.makeStream()
     }
 
     public static var defaultSettings: CallMachine.Settings { CallMachine.Settings() }
@@ -96,14 +100,25 @@ public actor CallService {
         return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
     }
 
-    /// The machine's timers; returns when the task is cancelled.
+    /// The machine's timers and every effect that waits, as children; returns when the task is
+    /// cancelled (the children with it). Call it once.
     public func run() async {
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(200))
-            handle(.tick)
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    await self.handle(.tick)
+                }
+            }
+            // Ends when the task is cancelled: an AsyncStream's iteration stops then.
+            for await job in jobs { group.addTask(operation: job) }
+            group.cancelAll()
         }
         shutdownMedia()
     }
+
+    /// Runs `job` as a child of `run()`'s group (queued until `run()` takes it).
+    func spawn(_ job: @escaping @Sendable () async -> Void) { jobSink.yield(job) }
 
     public var isActive: Bool { machine.isActive }
     public var phaseName: String { machine.phase.name }
@@ -166,11 +181,11 @@ public actor CallService {
         case .resolveTarget(let id):
             // The first step of every new call: from here on it holds the room.
             edges.event(.dialing(callId: id))
-            Task { let r = await edges.resolveTarget(); self.handle(.targetResolved(callId: id, r)) }
+            spawn { [edges] in let r = await edges.resolveTarget(); await self.handle(.targetResolved(callId: id, r)) }
         case .sendCreate(let id, let params):
-            Task {
-                do { self.handle(.created(callId: id, .success(try await edges.request("talk.client.create", params)))) }
-                catch { self.handle(.created(callId: id, .failure(Self.failure(error)))) }
+            spawn { [edges] in
+                do { await self.handle(.created(callId: id, .success(try await edges.request("talk.client.create", params)))) }
+                catch { await self.handle(.created(callId: id, .failure(Self.failure(error)))) }
             }
         case .postOffer(let id, let grant): postOffer(id, grant)
         case .openRelay(let id, let target): openRelay(id, target)
@@ -189,15 +204,15 @@ public actor CallService {
             if relay?.callId == id { relay = nil }
             if peer?.callId == id { shutdownMedia() }
         case .closeClient(let id, let key, let sid):
-            Task {
+            spawn { [edges] in
                 do { _ = try await edges.request("talk.client.close", CallCreateResult.closeParams(sessionKey: key, voiceSessionId: sid)) }
                 catch { edges.log("call \(id): talk.client.close failed: \(error)") }
-                self.handle(.closed(callId: id, sessionId: sid))
+                await self.handle(.closed(callId: id, sessionId: sid))
             }
         case .closeRelay(let id, let sid):
-            Task {
+            spawn { [edges] in
                 _ = try? await edges.request("talk.session.close", ["sessionId": .string(sid)])
-                self.handle(.closed(callId: id, sessionId: sid))
+                await self.handle(.closed(callId: id, sessionId: sid))
             }
         case .callEnded(let id, let path, let cause):
             status.lastEnd = CallStatus.End(callId: id, path: path.rawValue, cause: cause.name, detail: CallStatus.detail(cause))
@@ -218,29 +233,30 @@ public actor CallService {
         }
         shutdownMedia()
         peer = (id, rtc)
-        pumps.append(Task { [weak self] in
+        // The pumps end when the peer closes (its streams finish) or run() is cancelled.
+        spawn {
             for await e in rtc.events {
                 switch e {
-                case .connected: await self?.handle(.link(callId: id, .connected))
-                case .disconnected: await self?.handle(.link(callId: id, .disconnected))
-                case .failed(let why): await self?.handle(.link(callId: id, .failed(why)))
+                case .connected: await self.handle(.link(callId: id, .connected))
+                case .disconnected: await self.handle(.link(callId: id, .disconnected))
+                case .failed(let why): await self.handle(.link(callId: id, .failed(why)))
                 case .remoteAudio, .closed: break
                 }
             }
-        })
-        pumps.append(Task { [weak self] in
-            for await chunk in rtc.audio { await self?.received(id, chunk) }
-        })
-        Task {
+        }
+        spawn {
+            for await chunk in rtc.audio { await self.received(id, chunk) }
+        }
+        spawn { [edges] in
             do {
                 let offer = try await rtc.createOffer()
                 guard let origin = await edges.httpOrigin() else { throw WebRTCError("no HTTP origin for the gateway's offer route") }
                 let answer = try await OfferExchange.post(origin: origin, path: grant.offerPath, secret: grant.clientSecret,
                                                           headers: grant.offerHeaders, offer: offer, tlsPin: await edges.offerTLSPin())
                 try rtc.setAnswer(answer)
-                self.handle(.answered(callId: id, error: nil))
+                await self.handle(.answered(callId: id, error: nil))
             } catch {
-                self.handle(.answered(callId: id, error: "\(error)"))
+                await self.handle(.answered(callId: id, error: "\(error)"))
             }
         }
     }
@@ -266,8 +282,6 @@ public actor CallService {
     }
 
     private func shutdownMedia() {
-        for t in pumps { t.cancel() }
-        pumps.removeAll()
         peer?.peer.close()
         peer = nil
     }

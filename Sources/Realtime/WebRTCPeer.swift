@@ -1,7 +1,9 @@
 // One audio-only WebRTC peer (GStreamer webrtcbin through CWebRTCPeer): Opus mono sendrecv, no
 // data channel, a non-trickle offer (or answer) with every candidate in it. PCM frames go in with
 // `send`, decoded PCM comes out of `audio`, link changes come out of `events`. The C side runs its
-// GLib loop on its own thread; its callbacks only yield into the streams below.
+// GLib loop on its own thread; its callbacks only yield into the streams below. The handle lives
+// in a Mutex (every C call on it holds the lock, and close() empties it), so the peer is plainly
+// Sendable; the media watchdog is a dispatch timer, not a task.
 
 import CWebRTCPeer
 import Foundation
@@ -13,7 +15,7 @@ public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-public final class WebRTCPeer: @unchecked Sendable {
+public final class WebRTCPeer: Sendable {
     /// What the link reports. `closed` is always the last event, after `close()`.
     public enum Event: Sendable, Equatable {
         case connected
@@ -28,11 +30,14 @@ public final class WebRTCPeer: @unchecked Sendable {
     /// Decoded remote audio, mono Int16 at `sampleRate`, in the chunks the decoder produces.
     public let audio: AsyncStream<[Int16]>
 
-    private let handle: OpaquePointer
-    private let sink: Unmanaged<Sink>
-    private let lock = NSLock()
-    private var isClosed = false
-    private var watchdog: Task<Void, Never>?
+    /// The open pipeline and its media watchdog; nil once closed.
+    private struct Live {
+        let handle: OpaquePointer
+        let watchdog: any DispatchSourceTimer
+    }
+    private let live: Mutex<Live?>
+    /// What the C callbacks reach; C holds one retain of it until `close()`.
+    private let sink: Sink
 
     /// A peer in PLAYING state. `localAddress`: gather ICE candidates on that one address only
     /// (the tests use "127.0.0.1"); nil lets ICE use every host address.
@@ -67,40 +72,42 @@ public final class WebRTCPeer: @unchecked Sendable {
             sink.release()
             throw WebRTCError(WebRTCPeer.take(error) ?? "the WebRTC peer could not start")
         }
-        self.handle = handle
-        self.sink = sink
-        let box = sink.takeUnretainedValue()  // the task holds its own reference
-        watchdog = Task { [box] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(250))
-                if let last = box.lastAudio, ContinuousClock.now - last > mediaTimeout {
-                    box.state(kind: Int32(CV_RTC_CONNECTION_STATE), value: 3, detail: nil)
-                    return
-                }
+        let box = sink.takeUnretainedValue()  // the timer's handler holds its own reference
+        self.sink = box
+        // Four looks a second at when audio last came; the first silence past the timeout is a hang-up.
+        let watchdog = DispatchSource.makeTimerSource(queue: .global())
+        watchdog.setEventHandler { [box] in
+            if let last = box.lastAudio, ContinuousClock.now - last > mediaTimeout {
+                box.state(kind: Int32(CV_RTC_CONNECTION_STATE), value: 3, detail: nil)
+                watchdog.cancel()
             }
         }
+        watchdog.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(10))
+        watchdog.resume()
+        live = Mutex(Live(handle: handle, watchdog: watchdog))
     }
 
     deinit { close() }
 
     /// The complete offer (ICE gathering done, every candidate in it), or an error after `timeout`.
     public func createOffer(timeout: Duration = .seconds(10)) async throws -> String {
-        try await awaitLocalDescription(timeout: timeout) { cv_rtc_create_offer(handle) }
+        try await awaitLocalDescription(timeout: timeout) { cv_rtc_create_offer($0) }
     }
 
     /// The remote answer to our offer.
     public func setAnswer(_ sdp: String) throws {
-        try lockedOpen()
-        var error: UnsafeMutablePointer<CChar>?
-        if cv_rtc_set_answer(handle, sdp, &error) != 0 { throw WebRTCError(WebRTCPeer.take(error) ?? "the answer was refused") }
+        try withOpen { handle in
+            var error: UnsafeMutablePointer<CChar>?
+            if cv_rtc_set_answer(handle, sdp, &error) != 0 { throw WebRTCError(WebRTCPeer.take(error) ?? "the answer was refused") }
+        }
     }
 
     /// Answering side (test peers): takes a remote offer and returns the complete answer.
     public func answer(offer: String, timeout: Duration = .seconds(10)) async throws -> String {
-        try await awaitLocalDescription(timeout: timeout) {
+        try await awaitLocalDescription(timeout: timeout) { [sink] handle in
             var error: UnsafeMutablePointer<CChar>?
             if cv_rtc_accept_offer(handle, offer, &error) != 0 {
-                sink.takeUnretainedValue().localDescription(.failure(WebRTCError(WebRTCPeer.take(error) ?? "the offer was refused")))
+                sink.localDescription(.failure(WebRTCError(WebRTCPeer.take(error) ?? "the offer was refused")))
             }
         }
     }
@@ -108,41 +115,43 @@ public final class WebRTCPeer: @unchecked Sendable {
     /// Sends one frame of mono PCM at `sampleRate`. False once closed.
     @discardableResult
     public func send(_ samples: [Int16]) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !isClosed, !samples.isEmpty else { return false }
-        return samples.withUnsafeBufferPointer { cv_rtc_push(handle, $0.baseAddress, $0.count) } == 0
+        live.withLock { live in
+            guard let handle = live?.handle, !samples.isEmpty else { return false }
+            return samples.withUnsafeBufferPointer { cv_rtc_push(handle, $0.baseAddress, $0.count) } == 0
+        }
     }
 
     /// Stops the media and frees the pipeline; `events` ends with `.closed`. Idempotent.
     public func close() {
-        lock.lock()
-        if isClosed { lock.unlock(); return }
-        isClosed = true
-        watchdog?.cancel()
-        cv_rtc_close(handle)
-        lock.unlock()
-        let s = sink.takeUnretainedValue()
-        s.finish()
-        sink.release()
-    }
-
-    private func lockedOpen() throws {
-        lock.lock()
-        defer { lock.unlock() }
-        if isClosed { throw WebRTCError("the WebRTC peer is closed") }
-    }
-
-    private func awaitLocalDescription(timeout: Duration, start: () -> Void) async throws -> String {
-        try lockedOpen()
-        let s = sink.takeUnretainedValue()
-        let waiter = s.beginWaiting()
-        start()
-        let timer = Task {
-            try await Task.sleep(for: timeout)
-            s.localDescription(.failure(WebRTCError("ICE gathering did not complete within \(timeout)")))
+        let closed = live.withLock { live -> Bool in
+            guard let l = live else { return false }
+            live = nil
+            l.watchdog.cancel()
+            cv_rtc_close(l.handle)
+            return true
         }
-        defer { timer.cancel() }
+        guard closed else { return }
+        sink.finish()
+        Unmanaged.passUnretained(sink).release()  // the C side's retain, taken in init
+    }
+
+    /// Runs `body` with the open handle, the lock held; throws once closed.
+    private func withOpen<R>(_ body: @Sendable (OpaquePointer) throws -> R) throws -> R {
+        try live.withLock { live in
+            guard let handle = live?.handle else { throw WebRTCError("the WebRTC peer is closed") }
+            return try body(handle)
+        }
+    }
+
+    private func awaitLocalDescription(timeout: Duration, start: @escaping @Sendable (OpaquePointer) -> Void) async throws -> String {
+        let s = sink
+        let waiter = s.beginWaiting()
+        try withOpen(start)
+        // A child that fails the wait at the deadline; leaving this scope cancels it.
+        async let _ = {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { s.localDescription(.failure(WebRTCError("ICE gathering did not complete within \(timeout)"))) }
+        }()
         return try await waiter.value
     }
 

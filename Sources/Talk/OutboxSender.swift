@@ -3,7 +3,10 @@
 // chat.history shows it, backs off, holds, expires, and gives a cancelled talk turn back
 // unsent when it can (`withdraw`). It owns no state worth keeping: the rows in SQLite are the
 // queue, and other processes (`clawvoice send`, `outbox retry|drop`) change them too, so the
-// loop re-reads them on every pass and at least every `pollIntervalMs`.
+// loop re-reads them on every pass. It sleeps until something can have changed: a write to the
+// database by any process (`DatabaseWriteWatch`), a nudge, or the machine's next deadline (a
+// retry's backoff, a history check, an expiry). Only while turns wait for the operator session
+// does it look again every `recheckMs`; an idle daemon's sender never wakes (issue 25).
 
 import ClawvoiceCore
 import Foundation
@@ -235,17 +238,29 @@ public actor OutboxSender {
 
     private enum Next {
         case again
-        case wait(untilMs: Int64?)
+        /// Until `untilMs` (nil: until woken); `recheck`: look again after `recheckMs` anyway
+        /// (turns wait for the operator session, or the store failed).
+        case wait(untilMs: Int64?, recheck: Bool = false)
     }
 
     private func loop() async {
+        // Writes by any process wake the loop; without inotify it re-reads every `recheckMs`.
+        let writes = DatabaseWriteWatch(store: store) { [wakes] in wakes.signal() }
+        defer { writes?.cancel() }
+        if writes == nil { log.log(.warning, "outbox", "cannot watch the database for writes; looking at the queue every \(machine.policy.recheckMs) ms") }
+        // A commit under way while the watch started may have written before it: let it finish
+        // before the first look, so the look sees it.
+        store.waitForOtherWriters()
         while isRunning && !Task.isCancelled {
             let next = await pass()
             guard isRunning else { return }
-            guard case .wait(let until) = next else { continue }
-            let poll = machine.policy.pollIntervalMs
-            let ms = until.map { min(max($0 - clock.nowMs(), 0), poll) } ?? poll
-            if ms > 0 { await waitForWake(ms: ms) }
+            guard case .wait(let until, let recheck) = next else { continue }
+            let policy = machine.policy
+            let now = clock.nowMs()
+            let limits = [until.map { max($0 - now, 0) }, policy.pollIntervalMs,
+                          recheck || writes == nil ? policy.recheckMs : nil].compactMap { $0 }
+            let ms = limits.min()
+            if ms.map({ $0 > 0 }) ?? true { await waitForWake(ms: ms) }
         }
     }
 
@@ -261,7 +276,7 @@ public actor OutboxSender {
                 log.log(.error, "outbox", "cannot read the outbox: \(error)")
                 lastReadError = error.description
             }
-            return .wait(untilMs: nil)
+            return .wait(untilMs: nil, recheck: true)
         }
         let connected = await channel.connected()
         // The queue may have changed while we asked; acting on the older read is still safe:
@@ -280,11 +295,12 @@ public actor OutboxSender {
             case .hold(let item, let reason):
                 progressed = apply(.hold(reason: reason), to: item, error: reason, countsAsAttempt: false) && progressed
             case .sleep(let until):
-                return .wait(untilMs: until)
+                // Nothing tells the sender that the operator session came back but its own look.
+                return .wait(untilMs: until, recheck: !connected && items.contains { $0.state != .held })
             }
         }
         // A store write failed: do not spin on it.
-        return progressed ? .again : .wait(untilMs: nil)
+        return progressed ? .again : .wait(untilMs: nil, recheck: true)
     }
 
     private func send(_ item: OutboxItem) async -> Bool {
@@ -442,10 +458,12 @@ public actor OutboxSender {
 
     // MARK: waking
 
-    /// Until `ms` pass, a wake, or cancellation: two children, so nothing outlives the wait.
-    private func waitForWake(ms: Int64) async {
+    /// Until `ms` pass (nil: no limit), a wake, or cancellation: two children, so nothing
+    /// outlives the wait.
+    private func waitForWake(ms: Int64?) async {
         if wakes.takePending() { return }
         let (clock, wakes) = (self.clock, self.wakes)
+        guard let ms else { return await wakes.wait() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await clock.sleep(ms) }
             group.addTask { await wakes.wait() }

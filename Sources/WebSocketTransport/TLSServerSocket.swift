@@ -3,11 +3,21 @@
 // The WebSocket server's TLS is libwebsockets'; this is for the threads that serve one request.
 internal import CSSL
 
-/// A server certificate and key, loaded once; `accept` wraps one connected socket.
-public final class TLSServerContext: @unchecked Sendable {  // SSL_CTX is safe to share once set up
-    private let context: OpaquePointer  // SSL_CTX *
+/// A server certificate and key, checked once at init; `accept` wraps one connected socket.
+/// No SSL_CTX is kept between calls (each accept loads its own, which its SSL holds and frees):
+/// so nothing C is shared between the threads that serve, and the type is plainly Sendable.
+/// The route it serves takes one or two requests per call, so loading the files again is free.
+public final class TLSServerContext: Sendable {
+    private let certificatePEMPath: String
+    private let privateKeyPEMPath: String
 
     public init(certificatePEMPath: String, privateKeyPEMPath: String) throws(TLSCertificateError) {
+        self.certificatePEMPath = certificatePEMPath
+        self.privateKeyPEMPath = privateKeyPEMPath
+        SSL_CTX_free(try Self.makeContext(certificatePEMPath, privateKeyPEMPath))
+    }
+
+    private static func makeContext(_ certificatePEMPath: String, _ privateKeyPEMPath: String) throws(TLSCertificateError) -> OpaquePointer {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw .openSSL("SSL_CTX_new") }
         guard SSL_CTX_use_certificate_chain_file(context, certificatePEMPath) == 1 else {
             SSL_CTX_free(context)
@@ -18,14 +28,15 @@ public final class TLSServerContext: @unchecked Sendable {  // SSL_CTX is safe t
             SSL_CTX_free(context)
             throw .openSSL("SSL_CTX_use_PrivateKey_file(\(privateKeyPEMPath))")
         }
-        self.context = context
+        return context
     }
-
-    deinit { SSL_CTX_free(context) }
 
     /// The server side of the handshake on `fd` (blocking; its SO_RCVTIMEO bounds the wait).
     /// The socket stays the caller's to close.
     public func accept(socket fd: Int32) throws(TLSCertificateError) -> TLSServerConnection {
+        let context = try Self.makeContext(certificatePEMPath, privateKeyPEMPath)
+        // The SSL takes its own reference to the context; ours ends here.
+        defer { SSL_CTX_free(context) }
         guard let ssl = SSL_new(context) else { throw .openSSL("SSL_new") }
         guard SSL_set_fd(ssl, fd) == 1 else {
             SSL_free(ssl)

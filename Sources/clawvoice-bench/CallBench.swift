@@ -13,15 +13,14 @@ import Talk
 final class SpeakerMonitor: Sendable {
     let capture: PulseCapture
     let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
-    let reader: Task<Void, Never>
 
     init(pulse: PrivatePulseServer) async throws {
         capture = PulseCapture(connection: PulseConnection(server: pulse.server, clientName: "bench-call-tap"),
                                source: PrivatePulseServer.speaker + ".monitor", frameMilliseconds: 5, bufferedFrames: 2_000)
+        // Straight from PulseAudio's thread until `stop`: no task reads the tap.
+        let heard = self.heard
+        capture.onFrame = { f in heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } }
         try await capture.start()
-        let (frames, heard) = (capture.frames, self.heard)
-        // Unstructured: the tap runs until `stop`.
-        reader = Task { for await f in frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
     }
 
     func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
@@ -36,7 +35,6 @@ final class SpeakerMonitor: Sendable {
     }
 
     func stop() {
-        reader.cancel()
         capture.stop()
     }
 }

@@ -230,133 +230,132 @@ let speechOut = SpeechOutput(channel: session, sink: PulseSpeechSink(playback: a
 var tc = TalkConfig()
 tc.speakReplies = false
 let talk = TalkController(channel: session, speech: speechOut, config: tc, log: .silent)
-// Unstructured: top-level script: the loop runs across the whole bench.
-let loop = Task { await talk.run() }
-// Unstructured: top-level script: the event pump runs across the whole bench.
-let pump = Task { for await e in events { talk.handle(e) } }
-audio.start(feeding: talk)
-while audio.captureStatus != "running" { try await Task.sleep(for: .milliseconds(20)) }
-let micConn = PulseConnection(server: pulse.server, clientName: "bench-mic")
-let mic = PulsePlayback(connection: micConn, sink: PrivatePulseServer.microphoneSink)
-let short = try Resampler.convert(try SpeechSynthesizer.synthesize("hello there", settings: VoiceSettings()).mono(), toRateHz: 16_000)
+// The talk loop and its event pump are children of this group while the live figures run.
+try await withThrowingDiscardingTaskGroup { group in
+    group.addTask { await talk.run() }
+    group.addTask { for await e in events { talk.handle(e) } }
+    audio.start(feeding: talk)
+    while audio.captureStatus != "running" { try await Task.sleep(for: .milliseconds(20)) }
+    let micConn = PulseConnection(server: pulse.server, clientName: "bench-mic")
+    let mic = PulsePlayback(connection: micConn, sink: PrivatePulseServer.microphoneSink)
+    let short = try Resampler.convert(try SpeechSynthesizer.synthesize("hello there", settings: VoiceSettings()).mono(), toRateHz: 16_000)
 
-var startToFrame: [Double] = [], stopToLast: [Double] = []
-for _ in 0..<rounds {
-    _ = try await talk.start()
-    _ = try await mic.play(short)
-    _ = await talk.stop()
-    if let t = await talk.lastTiming {
-        if let a = t.startToFirstFrame { startToFrame.append(ms(a)) }
-        if let b = t.stopToLastUplinkCall { stopToLast.append(ms(b)) }
+    var startToFrame: [Double] = [], stopToLast: [Double] = []
+    for _ in 0..<rounds {
+        _ = try await talk.start()
+        _ = try await mic.play(short)
+        _ = await talk.stop()
+        if let t = await talk.lastTiming {
+            if let a = t.startToFirstFrame { startToFrame.append(ms(a)) }
+            if let b = t.stopToLastUplinkCall { stopToLast.append(ms(b)) }
+        }
     }
-}
-figures.append(Figure(name: "ptt_start_to_first_frame", value: median(startToFrame), unit: "ms", baseline: 20, ratio: median(startToFrame) / 20,
-                      detail: "talk.ptt.start to the first 20 ms frame in the capture (baseline: one frame period); median of \(startToFrame.count)"))
-figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopToLast), unit: "ms", baseline: nil, ratio: nil,
-                      detail: "stop to the last talk.session.appendAudio leaving; median of \(stopToLast.count)"))
+    figures.append(Figure(name: "ptt_start_to_first_frame", value: median(startToFrame), unit: "ms", baseline: 20, ratio: median(startToFrame) / 20,
+                          detail: "talk.ptt.start to the first 20 ms frame in the capture (baseline: one frame period); median of \(startToFrame.count)"))
+    figures.append(Figure(name: "ptt_stop_to_last_uplink_call", value: median(stopToLast), unit: "ms", baseline: nil, ratio: nil,
+                          detail: "stop to the last talk.session.appendAudio leaving; median of \(stopToLast.count)"))
 
-// Speaker monitor: frames stamped as they arrive from PulseAudio, 5 ms at a time (issue 25: in
-// 20 ms fragments the first wholly silent fragment arrives 20 ms after the silence began at the
-// earliest, so the monitor's fragment was most of what stop → silence measured).
-let tapFrameMs = 5
-let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
-let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor", frameMilliseconds: tapFrameMs, bufferedFrames: 2_000)
-try await tap.start()
-let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
-// Unstructured: top-level script: the speaker tap runs across the whole bench.
-let reader = Task { for await f in tap.frames { heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } } }
-func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
-func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
-    heard.withLock { h in
-        let after = h.filter { $0.0 > t }
-        // 200 ms of silent frames in a row (ten frames of 20 ms before).
-        let run = 200 / tapFrameMs
-        for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(run).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
-        return nil
+    // Speaker monitor: frames stamped as they arrive from PulseAudio, 5 ms at a time (issue 25: in
+    // 20 ms fragments the first wholly silent fragment arrives 20 ms after the silence began at the
+    // earliest, so the monitor's fragment was most of what stop → silence measured).
+    let tapFrameMs = 5
+    let tapConn = PulseConnection(server: pulse.server, clientName: "bench-tap")
+    let tap = PulseCapture(connection: tapConn, source: PrivatePulseServer.speaker + ".monitor", frameMilliseconds: tapFrameMs, bufferedFrames: 2_000)
+    let heard = Locked<[(ContinuousClock.Instant, Double)]>([])
+    // Straight from PulseAudio's thread: no task reads the tap.
+    tap.onFrame = { f in heard.withLock { $0.append((f.receivedAt, f.pcm.rms)) } }
+    try await tap.start()
+    func firstLoud(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? { heard.withLock { $0.first { $0.0 > t && $0.1 > 0.01 }?.0 } }
+    func firstQuietRun(after t: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        heard.withLock { h in
+            let after = h.filter { $0.0 > t }
+            // 200 ms of silent frames in a row (ten frames of 20 ms before).
+            let run = 200 / tapFrameMs
+            for (i, f) in after.enumerated() where f.1 < 0.005 && after.dropFirst(i).prefix(run).allSatisfy({ $0.1 < 0.005 }) { return f.0 }
+            return nil
+        }
     }
-}
 
-// Clip arrival → first sample at the monitor, against the monitor path's own latency (a tone played directly).
-let clip = try ClipDecoder.decode(PCMBuffer(format: AudioFormat(sampleRateHz: 24_000, channels: 1), samples: try Resampler.convert(raw.mono(), toRateHz: 24_000).samples).bytes,
-                                  outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
-let playback = audio.playback
-var clipToSound: [Double] = [], stopToSilence: [Double] = []
-for _ in 0..<rounds {
-    try await Task.sleep(for: .milliseconds(300))
-    let arrived = ContinuousClock.now
-    let bytes = PCMBuffer(format: clip.format, samples: clip.samples).bytes  // the clip as it comes off the wire
-    let decoded = try ClipDecoder.decode(bytes, outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
-    async let playing = playback.play(decoded)
-    while firstLoud(after: arrived) == nil && ContinuousClock.now - arrived < .seconds(3) { try await Task.sleep(for: .milliseconds(5)) }
-    if let loud = firstLoud(after: arrived) { clipToSound.append(ms(loud - arrived)) }
-    try await Task.sleep(for: .milliseconds(400))
-    let stopAt = ContinuousClock.now
-    await speechOut.stop()
-    playback.stop()
-    _ = try? await playing
-    try await Task.sleep(for: .milliseconds(400))
-    if let quiet = firstQuietRun(after: stopAt) { stopToSilence.append(ms(quiet - stopAt)) }
-}
-// Session switch → silence: a reply is speaking, the session changes.
-var switchToSilence: [Double] = []
-for _ in 0..<rounds {
-    let text = "This reply keeps talking for a good while so that a session switch can cut it short in the middle."
-    async let speaking = speechOut.speak(text, route: .local)
-    let t0 = ContinuousClock.now
-    while firstLoud(after: t0) == nil && ContinuousClock.now - t0 < .seconds(5) { try await Task.sleep(for: .milliseconds(5)) }
-    try await Task.sleep(for: .milliseconds(300))
-    let at = ContinuousClock.now
-    await talk.switchSession(to: "agent:main:bench-\(UUID().uuidString.prefix(4))")
-    _ = await speaking
-    try await Task.sleep(for: .milliseconds(400))
-    if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
-}
-figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 15, ratio: median(switchToSilence) / 15,
-                      detail: "session switch while speaking → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 15 ms); median of \(switchToSilence.count)"))
-
-// End of the user's speech → first reply audio, minus what the gateway itself spends
-// (relay transcript, the echo agent's delta delay, talk.speak synthesis), and minus the
-// silence timeout that by design waits out the end of speech.
-var tc2 = TalkConfig()
-tc2.silenceTimeoutMs = 900
-await talk.update(config: tc2)
-var turnOverhead: [Double] = [], turnTotal: [Double] = []
-for _ in 0..<rounds {
-    await gateway.supplyTranscript("What time is it?")
-    let before = await gateway.serviceTimes()
-    async let once = talk.once()
-    try await Task.sleep(for: .milliseconds(150))
-    _ = try await mic.play(short)
-    let speechEnded = ContinuousClock.now
-    _ = try await once
-    while firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) == nil && ContinuousClock.now - speechEnded < .seconds(15) {
-        try await Task.sleep(for: .milliseconds(5))
+    // Clip arrival → first sample at the monitor, against the monitor path's own latency (a tone played directly).
+    let clip = try ClipDecoder.decode(PCMBuffer(format: AudioFormat(sampleRateHz: 24_000, channels: 1), samples: try Resampler.convert(raw.mono(), toRateHz: 24_000).samples).bytes,
+                                      outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
+    let playback = audio.playback
+    var clipToSound: [Double] = [], stopToSilence: [Double] = []
+    for _ in 0..<rounds {
+        try await Task.sleep(for: .milliseconds(300))
+        let arrived = ContinuousClock.now
+        let bytes = PCMBuffer(format: clip.format, samples: clip.samples).bytes  // the clip as it comes off the wire
+        let decoded = try ClipDecoder.decode(bytes, outputFormat: "pcm_24000", mimeType: nil, fileExtension: nil)
+        async let playing = playback.play(decoded)
+        while firstLoud(after: arrived) == nil && ContinuousClock.now - arrived < .seconds(3) { try await Task.sleep(for: .milliseconds(5)) }
+        if let loud = firstLoud(after: arrived) { clipToSound.append(ms(loud - arrived)) }
+        try await Task.sleep(for: .milliseconds(400))
+        let stopAt = ContinuousClock.now
+        await speechOut.stop()
+        playback.stop()
+        _ = try? await playing
+        try await Task.sleep(for: .milliseconds(400))
+        if let quiet = firstQuietRun(after: stopAt) { stopToSilence.append(ms(quiet - stopAt)) }
     }
-    guard let loud = firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) else { continue }
-    let after = await gateway.serviceTimes()
-    let gatewayMs = after - before + Double(gc.echoDeltaDelayMs)
-    let total = ms(loud - speechEnded)
-    turnTotal.append(total)
-    turnOverhead.append(total - Double(tc2.silenceTimeoutMs) - gatewayMs)
-    await speechOut.stop()
-    try await Task.sleep(for: .milliseconds(300))
+    // Session switch → silence: a reply is speaking, the session changes.
+    var switchToSilence: [Double] = []
+    for _ in 0..<rounds {
+        let text = "This reply keeps talking for a good while so that a session switch can cut it short in the middle."
+        async let speaking = speechOut.speak(text, route: .local)
+        let t0 = ContinuousClock.now
+        while firstLoud(after: t0) == nil && ContinuousClock.now - t0 < .seconds(5) { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let at = ContinuousClock.now
+        await talk.switchSession(to: "agent:main:bench-\(UUID().uuidString.prefix(4))")
+        _ = await speaking
+        try await Task.sleep(for: .milliseconds(400))
+        if let quiet = firstQuietRun(after: at) { switchToSilence.append(ms(quiet - at)) }
+    }
+    figures.append(Figure(name: "session_switch_to_silence", value: median(switchToSilence), unit: "ms", baseline: 15, ratio: median(switchToSilence) / 15,
+                          detail: "session switch while speaking → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 15 ms); median of \(switchToSilence.count)"))
+
+    // End of the user's speech → first reply audio, minus what the gateway itself spends
+    // (relay transcript, the echo agent's delta delay, talk.speak synthesis), and minus the
+    // silence timeout that by design waits out the end of speech.
+    var tc2 = TalkConfig()
+    tc2.silenceTimeoutMs = 900
+    await talk.update(config: tc2)
+    var turnOverhead: [Double] = [], turnTotal: [Double] = []
+    for _ in 0..<rounds {
+        await gateway.supplyTranscript("What time is it?")
+        let before = await gateway.serviceTimes()
+        async let once = talk.once()
+        try await Task.sleep(for: .milliseconds(150))
+        _ = try await mic.play(short)
+        let speechEnded = ContinuousClock.now
+        _ = try await once
+        while firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) == nil && ContinuousClock.now - speechEnded < .seconds(15) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        guard let loud = firstLoud(after: speechEnded + .milliseconds(tc2.silenceTimeoutMs)) else { continue }
+        let after = await gateway.serviceTimes()
+        let gatewayMs = after - before + Double(gc.echoDeltaDelayMs)
+        let total = ms(loud - speechEnded)
+        turnTotal.append(total)
+        turnOverhead.append(total - Double(tc2.silenceTimeoutMs) - gatewayMs)
+        await speechOut.stop()
+        try await Task.sleep(for: .milliseconds(300))
+    }
+    figures.append(Figure(name: "speech_end_to_first_reply_audio", value: median(turnOverhead), unit: "ms", baseline: median(turnTotal), ratio: nil,
+                          detail: "our own overhead from the end of speech to the first reply sample at the monitor (baseline column: the whole time, incl. the 900 ms silence timeout and the loopback's own time); median of \(turnOverhead.count)"))
+
+    figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
+                          detail: "pcm_24000 clip bytes in hand → first audible \(tapFrameMs) ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
+    figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
+                          detail: "stop request → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 50 ms); median of \(stopToSilence.count)"))
+
+    tap.stop()
+    audio.stop()
+    group.cancelAll()
+    await rig.close()
+    micConn.close()
+    tapConn.close()
 }
-figures.append(Figure(name: "speech_end_to_first_reply_audio", value: median(turnOverhead), unit: "ms", baseline: median(turnTotal), ratio: nil,
-                      detail: "our own overhead from the end of speech to the first reply sample at the monitor (baseline column: the whole time, incl. the 900 ms silence timeout and the loopback's own time); median of \(turnOverhead.count)"))
-
-figures.append(Figure(name: "clip_arrival_to_first_sample", value: median(clipToSound), unit: "ms", baseline: nil, ratio: nil,
-                      detail: "pcm_24000 clip bytes in hand → first audible \(tapFrameMs) ms frame captured from the speaker monitor (includes the monitor capture's own latency); median of \(clipToSound.count)"))
-figures.append(Figure(name: "stop_to_silence", value: median(stopToSilence), unit: "ms", baseline: 50, ratio: median(stopToSilence) / 50,
-                      detail: "stop request → first monitor frame (\(tapFrameMs) ms) of 200 ms of silence (goal ≤ 50 ms); median of \(stopToSilence.count)"))
-
-tap.stop()
-await reader.value
-audio.stop()
-pump.cancel()
-loop.cancel()
-await rig.close()
-micConn.close()
-tapConn.close()
 
 // `--live-only`: the live figures above alone (opus, espeak, push-to-talk, playback, stop, switch).
 if !args.contains("--live-only") {

@@ -1,7 +1,8 @@
-// The clawvoice executable: everything it does lives in NodeRuntime, so tests reach it too.
+// The clawvoice executable: everything it does lives in the CLI module (and the Daemon it runs),
+// so tests reach it too.
 
 import Foundation
-import NodeRuntime
+import CLI
 import WakeWord
 
 BLASKernels.reexecIfGeneric()

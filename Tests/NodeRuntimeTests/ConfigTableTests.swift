@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import GatewayProtocol
 import Talk
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func read(_ path: String) throws -> String {

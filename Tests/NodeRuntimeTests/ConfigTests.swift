@@ -4,6 +4,8 @@ import Testing
 import GatewayProtocol
 import Audio
 import Talk
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 /// Parses `text` as a config and returns the error's one-line description (nil if it parsed).

@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import GatewayProtocol
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc

@@ -7,6 +7,8 @@ import Foundation
 import GatewayProtocol
 import Talk
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct NodeControlTests {

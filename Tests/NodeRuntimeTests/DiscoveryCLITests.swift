@@ -5,6 +5,8 @@
 import Foundation
 import Testing
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc

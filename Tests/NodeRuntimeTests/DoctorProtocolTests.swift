@@ -4,6 +4,8 @@
 import Foundation
 import GatewayProtocol
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct DoctorProtocolTests {

@@ -4,6 +4,8 @@
 import Foundation
 import Testing
 import GatewayProtocol
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct `Hardening: config nesting depth` {

@@ -4,6 +4,8 @@
 
 import Foundation
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct `Help texts match the parser` {

@@ -5,6 +5,8 @@
 import Foundation
 import Testing
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func residentMB(_ pid: Int32, _ field: String = "VmRSS:") -> Double? {

@@ -1,3 +1,5 @@
+import CLI
+import Daemon
 import NodeRuntime
 import Testing
 

@@ -1,5 +1,7 @@
 import Foundation
 import LoopbackGateway
+import CLI
+import Daemon
 import NodeRuntime
 import Store
 import Testing

@@ -8,6 +8,8 @@ import Foundation
 import GatewayClient
 import GatewayProtocol
 import LoopbackGateway
+import CLI
+import Daemon
 import NodeRuntime
 import Store
 import Testing

@@ -8,6 +8,8 @@ import Foundation
 import Testing
 import LoopbackGateway
 import WebSocketTransport
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc

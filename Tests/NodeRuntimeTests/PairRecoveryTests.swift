@@ -7,6 +7,8 @@
 import Foundation
 import Testing
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func statusJSON(_ env: CLIEnvironment) async throws -> [String: Any]? {

@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import Store
 import Talk
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,8 @@
 
 import Audio
 import Foundation
+import CLI
+import Daemon
 import NodeRuntime
 import Testing
 

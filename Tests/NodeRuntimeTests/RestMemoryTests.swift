@@ -3,6 +3,8 @@
 
 import Foundation
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct RestMemoryTests {

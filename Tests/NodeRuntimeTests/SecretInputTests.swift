@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import GatewayProtocol
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func io(file: [String: String] = [:], stdin: String? = nil, prompts: Locked<[String]> = Locked([])) -> SecretIO {

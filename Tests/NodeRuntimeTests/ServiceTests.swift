@@ -2,6 +2,8 @@
 
 import Foundation
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct ServicePlanTests {

@@ -4,6 +4,8 @@ import Foundation
 import Testing
 import GatewayProtocol
 import LoopbackGateway
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sourceLocation) -> String {

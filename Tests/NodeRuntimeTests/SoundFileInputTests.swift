@@ -6,6 +6,8 @@ import Foundation
 import Testing
 import Audio
 import Talk
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 @Suite struct `Sound files a user names` {

@@ -6,6 +6,8 @@ import Foundation
 import GatewayClient
 import LoopbackGateway
 import Testing
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc

@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import LoopbackGateway
 import WebSocketTransport
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 
 private func tlsGateway(_ scratch: Scratch, token: String) async throws -> (LoopbackGateway, String) {

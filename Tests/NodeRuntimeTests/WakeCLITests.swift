@@ -6,6 +6,8 @@ import Audio
 import ClawvoiceCore
 import Foundation
 import GatewayProtocol
+@testable import CLI
+@testable import Daemon
 @testable import NodeRuntime
 import WakeWord
 import Testing

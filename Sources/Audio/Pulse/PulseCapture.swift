@@ -63,8 +63,7 @@ public enum CaptureStatus: Sendable, Equatable, CustomStringConvertible {
 ///
 /// Create, `start()`, read `frames`, `stop()` (which also finishes `frames`). One start per object.
 /// Call `stop()`: a started capture keeps itself alive, and keeps recording, until then.
-// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
-public final class PulseCapture: @unchecked Sendable {
+public final class PulseCapture: Sendable {
     public let connection: PulseConnection
     /// The source name (`audio.source`), or nil for the server's default source.
     public let source: String?
@@ -72,29 +71,8 @@ public final class PulseCapture: @unchecked Sendable {
     public let frameMilliseconds: Int
     /// Frames waiting for the consumer; when it falls behind, the oldest are dropped and counted.
     public let frames: AsyncStream<CapturedFrame>
-
-    private let continuation: AsyncStream<CapturedFrame>.Continuation
-    private let events = DispatchQueue(label: "clawvoice.pulse.capture.events")
-
-    // Guarded by the connection's main loop lock.
-    private var stream: OpaquePointer?
-    private var retainedSelf: Unmanaged<PulseCapture>?
-    private var started = false
-    private var wantRunning = false
-    private var everRan = false
-    private var startWaiter: CheckedContinuation<Void, any Error>?
-    private var observerID: Int?
-    private var chunker: PCMFrameChunker
-    private var nextSequence = 0
-    private var lastFrameAt: ContinuousClock.Instant?
-    private var lostAt: ContinuousClock.Instant?
-    private var nextFollowsGap = false
-    private var retryToken = 0
-    private var currentStatus: CaptureStatus = .idle
-    private var statusHandler: (@Sendable (CaptureStatus) -> Void)?
-    private var frameHandler: (@Sendable (CapturedFrame) -> Void)?
-    private var dropped = 0
-    private var recordedGaps: [Duration] = []
+    /// The capture's state, behind the connection's main loop lock.
+    private let locked: MainloopLocked<CaptureCore>
 
     /// - Parameters:
     ///   - source: a source name from `clawvoice audio devices`, or nil for the default.
@@ -105,38 +83,38 @@ public final class PulseCapture: @unchecked Sendable {
         self.source = source
         self.format = .voice
         self.frameMilliseconds = frameMilliseconds
-        self.chunker = PCMFrameChunker(format: .voice, frameMilliseconds: frameMilliseconds)
-        (frames, continuation) = AsyncStream.makeStream(of: CapturedFrame.self,
-                                                        bufferingPolicy: .bufferingNewest(max(bufferedFrames, 1)))
-    }
-
-    deinit {
-        continuation.finish()
+        let (frames, continuation) = AsyncStream.makeStream(of: CapturedFrame.self,
+                                                            bufferingPolicy: .bufferingNewest(max(bufferedFrames, 1)))
+        self.frames = frames
+        locked = MainloopLocked(mainloop: connection.locked.mainloop,
+                                core: CaptureCore(connection: connection, source: source, format: .voice,
+                                                  frameMilliseconds: frameMilliseconds, continuation: continuation))
+        locked.withLock { $0.owner = self }
     }
 
     // MARK: - Observing
 
-    public var status: CaptureStatus { connection.withLock { currentStatus } }
+    public var status: CaptureStatus { locked.withLock { $0.currentStatus } }
 
     /// Frames dropped because the consumer of `frames` fell behind.
-    public var droppedFrames: Int { connection.withLock { dropped } }
+    public var droppedFrames: Int { locked.withLock { $0.dropped } }
 
     /// One entry per resumption after the server came back: the time from the last frame before
     /// the loss to the first frame after it.
-    public var gaps: [Duration] { connection.withLock { recordedGaps } }
+    public var gaps: [Duration] { locked.withLock { $0.recordedGaps } }
 
     /// Called on a private serial queue, in order, for every status change.
     public var onStatusChange: (@Sendable (CaptureStatus) -> Void)? {
-        get { connection.withLock { statusHandler } }
-        set { connection.withLock { statusHandler = newValue } }
+        get { locked.withLock { $0.statusHandler } }
+        set { locked.withLock { $0.statusHandler = newValue } }
     }
 
     /// Called on the sound server's thread, in order, for every frame, instead of `frames` (which
     /// then only finishes): it must return at once (post the frame on). Saves the consumer's wake-up
     /// per frame, most of an idle node's CPU (issue 25). Set before `start()`.
     public var onFrame: (@Sendable (CapturedFrame) -> Void)? {
-        get { connection.withLock { frameHandler } }
-        set { connection.withLock { frameHandler = newValue } }
+        get { locked.withLock { $0.frameHandler } }
+        set { locked.withLock { $0.frameHandler = newValue } }
     }
 
     // MARK: - Control
@@ -147,36 +125,94 @@ public final class PulseCapture: @unchecked Sendable {
     public func start(timeout: Duration = .seconds(5)) async throws {
         try await connection.waitUntilReady(timeout: timeout)
         try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
-            connection.withLock {
-                guard !started else {
-                    waiter.resume(throwing: PulseError.call("PulseCapture.start", message: "already started"))
-                    return
-                }
-                started = true
-                wantRunning = true
-                startWaiter = waiter
-                observerID = connection.addObserver { [weak self] state, _ in self?.connectionChanged(state) }
-                setStatus(.starting)
-                openStream()
-            }
+            locked.withLock { $0.start(waiter) }
         }
     }
 
     /// Stops recording and finishes `frames`. Safe to call more than once, from any thread.
-    public func stop() {
-        connection.withLock {
-            wantRunning = false
-            retryToken += 1
-            teardownStream()
-            if let id = observerID { connection.removeObserver(id) }
-            observerID = nil
-            if let waiter = startWaiter {
-                startWaiter = nil
-                waiter.resume(throwing: PulseError.closed)
+    public func stop() { locked.withLock { $0.stop() } }
+
+    /// A stream that failed on a healthy server (its source was unplugged, say) is retried every 2 s.
+    fileprivate func retry(after seconds: Double, token: Int) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
+            self?.locked.withLock { core in
+                guard core.retryToken == token else { return }
+                core.openStream()
             }
-            if started { setStatus(.stopped) }
-            continuation.finish()
         }
+    }
+}
+
+/// PulseCapture's state; every member runs with the main loop lock held. The stream's callbacks
+/// hold a retain of it (so a started capture records until `stop()`), not of the PulseCapture.
+private final class CaptureCore {
+    let connection: PulseConnection
+    let source: String?
+    let format: AudioFormat
+    let frameMilliseconds: Int
+    let continuation: AsyncStream<CapturedFrame>.Continuation
+    private let events = DispatchQueue(label: "clawvoice.pulse.capture.events")
+    /// For retries scheduled on a dispatch queue.
+    weak var owner: PulseCapture?
+
+    private var stream: OpaquePointer?
+    private var retainedSelf: Unmanaged<CaptureCore>?
+    private var started = false
+    private var wantRunning = false
+    private var everRan = false
+    private var startWaiter: CheckedContinuation<Void, any Error>?
+    private var observerID: Int?
+    private var chunker: PCMFrameChunker
+    private var nextSequence = 0
+    private var lastFrameAt: ContinuousClock.Instant?
+    private var lostAt: ContinuousClock.Instant?
+    private var nextFollowsGap = false
+    var retryToken = 0
+    var currentStatus: CaptureStatus = .idle
+    var statusHandler: (@Sendable (CaptureStatus) -> Void)?
+    var frameHandler: (@Sendable (CapturedFrame) -> Void)?
+    var dropped = 0
+    var recordedGaps: [Duration] = []
+
+    init(connection: PulseConnection, source: String?, format: AudioFormat, frameMilliseconds: Int,
+         continuation: AsyncStream<CapturedFrame>.Continuation) {
+        self.connection = connection
+        self.source = source
+        self.format = format
+        self.frameMilliseconds = frameMilliseconds
+        self.continuation = continuation
+        self.chunker = PCMFrameChunker(format: format, frameMilliseconds: frameMilliseconds)
+    }
+
+    deinit {
+        continuation.finish()
+    }
+
+    func start(_ waiter: CheckedContinuation<Void, any Error>) {
+        guard !started else {
+            waiter.resume(throwing: PulseError.call("PulseCapture.start", message: "already started"))
+            return
+        }
+        started = true
+        wantRunning = true
+        startWaiter = waiter
+        observerID = connection.addObserver { [weak self] state, _ in self?.connectionChanged(state) }
+        setStatus(.starting)
+        openStream()
+    }
+
+    func stop() {
+        wantRunning = false
+        retryToken += 1
+        teardownStream()
+        if let id = observerID { connection.removeObserver(id) }
+        observerID = nil
+        if let waiter = startWaiter {
+            startWaiter = nil
+            waiter.resume(throwing: PulseError.closed)
+        }
+        if started { setStatus(.stopped) }
+        continuation.finish()
     }
 
     // MARK: - Stream (lock held from here on)
@@ -184,7 +220,7 @@ public final class PulseCapture: @unchecked Sendable {
     /// Timing updates give each frame's recording time (CapturedFrame.recordedAt).
     private static let flags = pa_stream_flags_t(PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
 
-    private func openStream() {
+    func openStream() {
         guard wantRunning, stream == nil else { return }
         guard let (ctx, _) = connection.readyContext else {
             setStatus(.waitingForServer)
@@ -202,11 +238,11 @@ public final class PulseCapture: @unchecked Sendable {
         let userdata = retained.toOpaque()
         pa_stream_set_state_callback(s, { s, userdata in
             guard let userdata else { return }
-            Unmanaged<PulseCapture>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
+            Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
         }, userdata)
         pa_stream_set_read_callback(s, { s, _, userdata in
             guard let userdata else { return }
-            Unmanaged<PulseCapture>.fromOpaque(userdata).takeUnretainedValue().readable(s)
+            Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().readable(s)
         }, userdata)
         // fragsize = one frame, with ADJUST_LATENCY, asks the server for 20 ms wakeups instead of
         // its default of about 2 s per fragment.
@@ -275,14 +311,7 @@ public final class PulseCapture: @unchecked Sendable {
     /// A stream that failed on a healthy server (its source was unplugged, say) is retried every 2 s.
     private func scheduleRetry() {
         retryToken += 1
-        let token = retryToken
-        DispatchQueue.global().asyncAfter(deadline: .now() + 2) { [weak self] in
-            guard let self else { return }
-            self.connection.withLock {
-                guard self.retryToken == token else { return }
-                self.openStream()
-            }
-        }
+        owner?.retry(after: 2, token: retryToken)
     }
 
     private func connectionChanged(_ state: PulseConnectionState) {

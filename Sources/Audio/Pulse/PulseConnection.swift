@@ -3,10 +3,12 @@
 // backoff without the owner doing anything. Streams (PulseCapture, PulsePlayback) and the device
 // lists ride on it; it never creates streams itself.
 //
-// Locking: every pa_* call and every field below is guarded by the main loop's own lock. Callbacks
-// from libpulse already run with it held, on the main loop thread; `withLock` takes it only when
-// called from elsewhere. User-facing callbacks (`onStateChange`) run on a private serial queue so a
-// slow observer never stalls audio.
+// Locking: every pa_* call and every mutable field is guarded by the main loop's own lock. The
+// fields live in a core object (`ConnectionCore` here, `CaptureCore`, `PlaybackCore`) that only
+// `MainloopLocked.withLock` hands out, with the lock held; callbacks from libpulse already run with
+// it held, on the main loop thread. So the public classes are plainly Sendable, and the one
+// unchecked claim is MainloopLocked's. User-facing callbacks (`onStateChange`) run on a private
+// serial queue so a slow observer never stalls audio.
 
 internal import CPulse
 import Foundation
@@ -60,28 +62,12 @@ public struct PulseBackoff: Sendable, Equatable {
 /// Create one per process; it starts connecting at once and keeps itself connected until
 /// `close()`. `generation` increases each time a new context becomes ready, which is how streams
 /// know to re-create themselves after a server restart.
-// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
-public final class PulseConnection: @unchecked Sendable {
+public final class PulseConnection: Sendable {
     /// The server address given at init (`unix:/path`, `tcp:host`), or nil for `PULSE_SERVER` / the default.
     public let server: String?
     public let clientName: String
-
-    let mainloop: OpaquePointer
-    // Guarded by the main loop lock from here on.
-    private(set) var context: OpaquePointer?
-    private var currentState: PulseConnectionState = .connecting
-    private var currentGeneration = 0
-    private var contextWasReady = false
-    private var backoff: PulseBackoff
-    private var closed = false
-    private var retryToken = 0
-    private var observers: [Int: (PulseConnectionState, Int) -> Void] = [:]
-    private var nextObserverID = 0
-    private var readyWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
-    private var nextWaiterID = 0
-    private var pendingQueries: [ObjectIdentifier: any PulsePendingQuery] = [:]
-    private var stateHandler: (@Sendable (PulseConnectionState) -> Void)?
-    private let events = DispatchQueue(label: "clawvoice.pulse.events")
+    /// The main loop and the connection's state behind its lock.
+    let locked: MainloopLocked<ConnectionCore>
 
     /// Starts the main loop thread and the first connection attempt.
     /// - Parameters:
@@ -90,64 +76,65 @@ public final class PulseConnection: @unchecked Sendable {
     public init(server: String? = nil, clientName: String = "clawvoice", backoff: PulseBackoff = PulseBackoff()) {
         self.server = server
         self.clientName = clientName
-        self.backoff = backoff
         // Allocation failure here means the process is out of memory; nothing sensible remains.
         guard let loop = pa_threaded_mainloop_new() else { fatalError("pa_threaded_mainloop_new failed") }
-        mainloop = loop
         pa_threaded_mainloop_set_name(loop, "clawvoice-pulse")
-        withLock { attemptConnect() }
+        locked = MainloopLocked(mainloop: loop, core: ConnectionCore(mainloop: loop, server: server, clientName: clientName, backoff: backoff))
+        locked.withLock { core in
+            core.owner = self
+            core.attemptConnect()
+        }
         if pa_threaded_mainloop_start(loop) < 0 {
-            withLock {
-                releaseContext()
-                setState(.failed("pa_threaded_mainloop_start: could not start the PulseAudio thread"))
+            locked.withLock { core in
+                core.releaseContext()
+                core.setState(.failed("pa_threaded_mainloop_start: could not start the PulseAudio thread"))
             }
         }
     }
 
     deinit {
-        let loop = MainloopHandle(pointer: mainloop)
-        let onLoopThread = pa_threaded_mainloop_in_thread(mainloop) != 0
-        withLock {
-            closed = true
-            releaseContext()
+        let locked = self.locked
+        let onLoopThread = pa_threaded_mainloop_in_thread(locked.mainloop) != 0
+        locked.withLock { core in
+            core.closed = true
+            core.releaseContext()
         }
         if onLoopThread {
             // The last reference died inside a libpulse callback; the thread cannot join itself.
-            DispatchQueue.global().async { pa_threaded_mainloop_free(loop.pointer) }
+            DispatchQueue.global().async { pa_threaded_mainloop_free(locked.mainloop) }
         } else {
-            pa_threaded_mainloop_free(mainloop)
+            pa_threaded_mainloop_free(locked.mainloop)
         }
     }
 
     // MARK: - Observing
 
     /// The current state.
-    public var state: PulseConnectionState { withLock { currentState } }
+    public var state: PulseConnectionState { locked.withLock { $0.currentState } }
 
     /// Increases by one each time a context becomes ready; streams from an older generation are dead.
-    public var generation: Int { withLock { currentGeneration } }
+    public var generation: Int { locked.withLock { $0.currentGeneration } }
 
     /// Called on a private serial queue, in order, for every state change.
     public var onStateChange: (@Sendable (PulseConnectionState) -> Void)? {
-        get { withLock { stateHandler } }
-        set { withLock { stateHandler = newValue } }
+        get { locked.withLock { $0.stateHandler } }
+        set { locked.withLock { $0.stateHandler = newValue } }
     }
 
     /// Waits until the connection is ready, or throws `PulseError.notConnected` after `timeout`.
     public func waitUntilReady(timeout: Duration = .seconds(5)) async throws {
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            withLock {
-                if currentState == .ready { continuation.resume(); return }
-                if closed { continuation.resume(throwing: PulseError.closed); return }
-                nextWaiterID += 1
-                let id = nextWaiterID
-                readyWaiters[id] = continuation
+            locked.withLock { core in
+                if core.currentState == .ready { continuation.resume(); return }
+                if core.closed { continuation.resume(throwing: PulseError.closed); return }
+                core.nextWaiterID += 1
+                let id = core.nextWaiterID
+                core.readyWaiters[id] = continuation
                 DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
-                    guard let self else { return }
-                    self.withLock {
-                        guard let waiter = self.readyWaiters.removeValue(forKey: id) else { return }
-                        waiter.resume(throwing: PulseError.notConnected(state: self.currentState.description))
+                    self?.locked.withLock { core in
+                        guard let waiter = core.readyWaiters.removeValue(forKey: id) else { return }
+                        waiter.resume(throwing: PulseError.notConnected(state: core.currentState.description))
                     }
                 }
             }
@@ -156,44 +143,101 @@ public final class PulseConnection: @unchecked Sendable {
 
     /// Stops reconnecting and drops the context. Streams on this connection see `.disconnected`.
     public func close() {
-        let onLoopThread = pa_threaded_mainloop_in_thread(mainloop) != 0
-        let wasOpen = withLock { () -> Bool in
-            guard !closed else { return false }
-            closed = true
-            retryToken += 1
+        let onLoopThread = pa_threaded_mainloop_in_thread(locked.mainloop) != 0
+        let wasOpen = locked.withLock { core -> Bool in
+            guard !core.closed else { return false }
+            core.closed = true
+            core.retryToken += 1
             // Observers hear about it first, so streams are torn down before their context.
-            setState(.disconnected)
-            failPendingQueries(.closed)
-            for waiter in readyWaiters.values { waiter.resume(throwing: PulseError.closed) }
-            readyWaiters.removeAll()
-            releaseContext()
+            core.setState(.disconnected)
+            core.failPendingQueries(.closed)
+            for waiter in core.readyWaiters.values { waiter.resume(throwing: PulseError.closed) }
+            core.readyWaiters.removeAll()
+            core.releaseContext()
             return true
         }
-        if wasOpen && !onLoopThread { pa_threaded_mainloop_stop(mainloop) }
+        if wasOpen && !onLoopThread { pa_threaded_mainloop_stop(locked.mainloop) }
     }
 
-    // MARK: - For streams (call with the lock held)
+    // MARK: - For streams
 
     /// Runs `body` with the main loop lock held; safe to call from libpulse callbacks.
     @discardableResult
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        if pa_threaded_mainloop_in_thread(mainloop) != 0 { return try body() }
-        pa_threaded_mainloop_lock(mainloop)
-        defer { pa_threaded_mainloop_unlock(mainloop) }
-        return try body()
-    }
+    func withLock<T>(_ body: () throws -> T) rethrows -> T { try locked.withLock { _ in try body() } }
 
     /// Registers `observer`, called with the lock held on every state change with the generation.
     func addObserver(_ observer: @escaping (PulseConnectionState, Int) -> Void) -> Int {
-        withLock {
-            nextObserverID += 1
-            observers[nextObserverID] = observer
-            return nextObserverID
+        locked.withLock { core in
+            core.nextObserverID += 1
+            core.observers[core.nextObserverID] = observer
+            return core.nextObserverID
         }
     }
 
     func removeObserver(_ id: Int) {
-        withLock { _ = observers.removeValue(forKey: id) }
+        locked.withLock { _ = $0.observers.removeValue(forKey: id) }
+    }
+
+    /// The ready context and its generation, or nil. Lock held.
+    var readyContext: (context: OpaquePointer, generation: Int)? { locked.withLock { $0.readyContext } }
+    var isReadyLocked: Bool { locked.withLock { $0.currentState == .ready && $0.context != nil } }
+    var stateLocked: PulseConnectionState { locked.withLock { $0.currentState } }
+    /// `pa_strerror` of the context's last error. Lock held.
+    func lastError() -> String { locked.withLock { $0.lastError() } }
+    /// The context's last error code (a `PA_ERR_*`). Lock held.
+    func lastErrorCode() -> Int32 { locked.withLock { $0.lastErrorCode() } }
+    func register(_ query: any PulsePendingQuery) { locked.withLock { $0.pendingQueries[ObjectIdentifier(query)] = query } }
+    func unregister(_ query: any PulsePendingQuery) { locked.withLock { _ = $0.pendingQueries.removeValue(forKey: ObjectIdentifier(query)) } }
+}
+
+/// The state a `MainloopLocked` box guards; libpulse callbacks reach it with the lock held.
+// @unchecked: the lock is libpulse's threaded main loop lock, which the checker cannot see; only
+// `withLock` (lock held) and libpulse's own callbacks (loop thread, lock held) ever touch `core`.
+final class MainloopLocked<Core: AnyObject>: @unchecked Sendable {
+    let mainloop: OpaquePointer
+    private let core: Core
+
+    init(mainloop: OpaquePointer, core: Core) {
+        self.mainloop = mainloop
+        self.core = core
+    }
+
+    /// Runs `body` with the main loop lock held (it is recursive; on the loop thread it is held already).
+    func withLock<R>(_ body: (Core) throws -> R) rethrows -> R {
+        if pa_threaded_mainloop_in_thread(mainloop) != 0 { return try body(core) }
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        return try body(core)
+    }
+}
+
+/// PulseConnection's state; every member runs with the main loop lock held.
+final class ConnectionCore {
+    let server: String?
+    let clientName: String
+    let mainloop: OpaquePointer
+    /// For retries scheduled on a dispatch queue (weak: the connection may be gone by then).
+    weak var owner: PulseConnection?
+    private(set) var context: OpaquePointer?
+    var currentState: PulseConnectionState = .connecting
+    var currentGeneration = 0
+    private var contextWasReady = false
+    private var backoff: PulseBackoff
+    var closed = false
+    var retryToken = 0
+    var observers: [Int: (PulseConnectionState, Int) -> Void] = [:]
+    var nextObserverID = 0
+    var readyWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
+    var nextWaiterID = 0
+    var pendingQueries: [ObjectIdentifier: any PulsePendingQuery] = [:]
+    var stateHandler: (@Sendable (PulseConnectionState) -> Void)?
+    private let events = DispatchQueue(label: "clawvoice.pulse.events")
+
+    init(mainloop: OpaquePointer, server: String?, clientName: String, backoff: PulseBackoff) {
+        self.mainloop = mainloop
+        self.server = server
+        self.clientName = clientName
+        self.backoff = backoff
     }
 
     /// The ready context and its generation, or nil. Lock held.
@@ -201,9 +245,6 @@ public final class PulseConnection: @unchecked Sendable {
         guard currentState == .ready, let context else { return nil }
         return (context, currentGeneration)
     }
-
-    var isReadyLocked: Bool { currentState == .ready && context != nil }
-    var stateLocked: PulseConnectionState { currentState }
 
     /// `pa_strerror` of the context's last error. Lock held.
     func lastError() -> String {
@@ -219,7 +260,7 @@ public final class PulseConnection: @unchecked Sendable {
 
     // MARK: - Connecting
 
-    private func attemptConnect() {
+    func attemptConnect() {
         guard !closed else { return }
         releaseContext()
         let api = pa_threaded_mainloop_get_api(mainloop)
@@ -232,7 +273,7 @@ public final class PulseConnection: @unchecked Sendable {
         contextWasReady = false
         pa_context_set_state_callback(ctx, { ctx, userdata in
             guard let ctx, let userdata else { return }
-            Unmanaged<PulseConnection>.fromOpaque(userdata).takeUnretainedValue().contextStateChanged(ctx)
+            Unmanaged<ConnectionCore>.fromOpaque(userdata).takeUnretainedValue().contextStateChanged(ctx)
         }, Unmanaged.passUnretained(self).toOpaque())
         setState(.connecting)
         // NOAUTOSPAWN: a daemon must not start a sound server of its own; it waits for the real one.
@@ -275,17 +316,16 @@ public final class PulseConnection: @unchecked Sendable {
         retryToken += 1
         let token = retryToken
         let delay = backoff.nextDelaySeconds()
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
-            guard let self else { return }
-            self.withLock {
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak owner] in
+            owner?.locked.withLock { core in
                 // A newer retry or close() supersedes this one.
-                guard !self.closed, self.retryToken == token, self.context == nil else { return }
-                self.attemptConnect()
+                guard !core.closed, core.retryToken == token, core.context == nil else { return }
+                core.attemptConnect()
             }
         }
     }
 
-    private func releaseContext() {
+    func releaseContext() {
         guard let ctx = context else { return }
         context = nil
         pa_context_set_state_callback(ctx, nil, nil)
@@ -294,7 +334,7 @@ public final class PulseConnection: @unchecked Sendable {
         pa_context_unref(ctx)
     }
 
-    private func setState(_ newState: PulseConnectionState) {
+    func setState(_ newState: PulseConnectionState) {
         guard newState != currentState else { return }
         currentState = newState
         let generation = currentGeneration
@@ -308,21 +348,12 @@ public final class PulseConnection: @unchecked Sendable {
 
     // MARK: - Queries
 
-    func register(_ query: any PulsePendingQuery) { pendingQueries[ObjectIdentifier(query)] = query }
-    func unregister(_ query: any PulsePendingQuery) { pendingQueries.removeValue(forKey: ObjectIdentifier(query)) }
-
-    private func failPendingQueries(_ error: PulseError) {
+    func failPendingQueries(_ error: PulseError) {
         let queries = pendingQueries.values
         pendingQueries.removeAll()
         // libpulse cancels a dead context's operations without calling back, so answer them here.
         for query in queries { query.abandon(error) }
     }
-}
-
-/// A main loop pointer carried to the queue that frees it.
-// @unchecked: a raw pointer handed over once, to the queue that frees it; nothing else touches it then.
-private struct MainloopHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
 }
 
 /// A query in flight whose callback may never come (the context died): the connection abandons it.

@@ -17,97 +17,101 @@ public enum PlaybackOutcome: Sendable, Equatable {
 }
 
 /// Plays PCM on a PulseAudio sink. One stream at a time: opening a new one stops the current one.
-// @unchecked: its mutable state is guarded by libpulse's threaded main loop lock, which the checker cannot see.
-public final class PulsePlayback: @unchecked Sendable {
+public final class PulsePlayback: Sendable {
     public let connection: PulseConnection
     /// The sink name (`audio.sink`), or nil for the server's default sink.
     public let sink: String?
     /// Target server-side buffer (tlength) in milliseconds: what `stop()` may still let out, and
     /// the margin against underruns. 60 ms keeps stop fast and survives a busy machine.
     public let targetLatencyMs: Int
-
-    // Guarded by the connection's main loop lock.
-    private var current: PlaybackSession?
-    private var observerID: Int?
-    private var lastFirstWriteAt: ContinuousClock.Instant?
-    private var volumeLocked = 100
+    /// The current stream and the volume, behind the connection's main loop lock.
+    private let locked: MainloopLocked<PlaybackState>
 
     public init(connection: PulseConnection, sink: String? = nil, targetLatencyMs: Int = 60) {
         self.connection = connection
         self.sink = sink
         self.targetLatencyMs = max(targetLatencyMs, 10)
-        observerID = connection.addObserver { [weak self] state, _ in
+        let state = PlaybackState()
+        locked = MainloopLocked(mainloop: connection.locked.mainloop, core: state)
+        let id = connection.addObserver { [weak state] change, _ in
             // A clip cut off by a server restart is not resumed: its moment has passed.
-            if state != .ready { self?.current?.fail(.connectionLost) }
+            if change != .ready { state?.current?.fail(.connectionLost) }
         }
+        locked.withLock { $0.observerID = id }
     }
 
     deinit {
-        connection.withLock {
-            if let observerID { connection.removeObserver(observerID) }
-            current?.stop()
+        let connection = self.connection
+        locked.withLock { state in
+            if let id = state.observerID { connection.removeObserver(id) }
+            state.current?.stop()
         }
     }
 
     /// The level of our own playback streams in percent of PulseAudio's normal volume (as
     /// `pactl` shows it; 100 is unchanged). Every new stream starts at it.
-    public var volumePercent: Int { connection.withLock { volumeLocked } }
+    public var volumePercent: Int { locked.withLock { $0.volume } }
 
     /// Sets the level of our playback: the stream playing now changes at once (its sink input's
     /// volume), and every later stream starts at it. Clamped to 0…150.
     public func setVolume(percent: Int) {
-        connection.withLock {
-            volumeLocked = min(max(percent, 0), 150)
-            current?.applyVolume(volumeLocked)
+        locked.withLock { state in
+            state.volume = min(max(percent, 0), 150)
+            state.current?.applyVolume(state.volume)
         }
     }
 
     /// Whether a stream is open and has not finished.
-    public var isPlaying: Bool { connection.withLock { current?.isActive ?? false } }
+    public var isPlaying: Bool { locked.withLock { $0.current?.isActive ?? false } }
 
     /// When the first bytes of the current (or last) stream were handed to the server: subtract
     /// the clip's arrival time to get "clip arrival to first sample" minus the sink's latency.
     public var firstWriteAt: ContinuousClock.Instant? {
-        connection.withLock { current?.firstWriteAt ?? lastFirstWriteAt }
+        locked.withLock { $0.current?.firstWriteAt ?? $0.lastFirstWriteAt }
     }
 
     /// PulseAudio's timing info for the stream playing now (pa_stream_get_time and
     /// pa_stream_get_latency, interpolated between the server's timing updates), or nil before
     /// the server has reported any. The echo canceller times its reference with it.
-    public func timing() -> PlaybackTiming? { connection.withLock { current?.timingLocked() } }
+    public func timing() -> PlaybackTiming? { locked.withLock { $0.current?.timingLocked() } }
 
     /// Plays `pcm` at its own rate and channels and returns once it has drained from the server
     /// (`.finished`) or was cut short by `stop()` (`.stopped`).
     /// - Throws: `PulseError.noSuchSink`, `.notConnected`, `.connectionLost`, `.call`.
     public func play(_ pcm: PCMBuffer, timeout: Duration = .seconds(5)) async throws -> PlaybackOutcome {
-        let session = try await open(format: pcm.format, timeout: timeout)
-        connection.withLock { session.enqueue(pcm) }
-        return try await session.finish()
+        let session = try await openSession(format: pcm.format, timeout: timeout)
+        locked.withLock { _ in session.enqueue(pcm) }
+        return try await finish(session)
     }
 
     /// Opens a stream for audio in `format` that will arrive through `write`; stops any current one.
-    @discardableResult
-    public func open(format: AudioFormat, timeout: Duration = .seconds(5)) async throws -> PlaybackSession {
+    public func open(format: AudioFormat, timeout: Duration = .seconds(5)) async throws {
+        _ = try await openSession(format: format, timeout: timeout)
+    }
+
+    private func openSession(format: AudioFormat, timeout: Duration) async throws -> PlaybackSession {
         try await connection.waitUntilReady(timeout: timeout)
-        let session = PlaybackSession(connection: connection, format: format, sink: sink,
-                                      targetLatencyMs: targetLatencyMs)
-        connection.withLock {
-            session.volumePercent = volumeLocked
-            if let previous = current {
-                lastFirstWriteAt = previous.firstWriteAt
+        let session = locked.withLock { state in
+            let session = PlaybackSession(connection: connection, format: format, sink: sink, targetLatencyMs: targetLatencyMs)
+            session.volumePercent = state.volume
+            if let previous = state.current {
+                state.lastFirstWriteAt = previous.firstWriteAt
                 previous.stop()
             }
-            current = session
+            state.current = session
+            return session
         }
-        try await session.connect()
+        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
+            locked.withLock { _ in session.connect(waiter) }
+        }
         return session
     }
 
     /// Queues `pcm` on the stream `open` returned most recently. After `stop()` it is discarded.
     /// - Throws: `PulseError.closed` when nothing was opened, `.formatMismatch` for another format.
     public func write(_ pcm: PCMBuffer) throws {
-        try connection.withLock {
-            guard let session = current else { throw PulseError.closed }
+        try locked.withLock { state in
+            guard let session = state.current else { throw PulseError.closed }
             guard pcm.format == session.format else {
                 throw PulseError.formatMismatch(expected: session.format, got: pcm.format)
             }
@@ -117,21 +121,35 @@ public final class PulsePlayback: @unchecked Sendable {
 
     /// Says no more audio follows, waits for the queued audio to play out, and returns the outcome.
     public func finish() async throws -> PlaybackOutcome {
-        guard let session = connection.withLock({ current }) else { throw PulseError.closed }
-        return try await session.finish()
+        guard let session = locked.withLock({ $0.current }) else { throw PulseError.closed }
+        return try await finish(session)
+    }
+
+    private func finish(_ session: PlaybackSession) async throws -> PlaybackOutcome {
+        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<PlaybackOutcome, any Error>) in
+            locked.withLock { _ in session.finish(waiter) }
+        }
     }
 
     /// Cuts playback now: flushes what the server holds and disconnects the stream, so the sink
     /// goes quiet within about one server buffer (targetLatencyMs). `play`/`finish` return `.stopped`.
     public func stop() {
-        connection.withLock {
-            if let session = current {
-                lastFirstWriteAt = session.firstWriteAt
+        locked.withLock { state in
+            if let session = state.current {
+                state.lastFirstWriteAt = session.firstWriteAt
                 session.stop()
             }
-            current = nil
+            state.current = nil
         }
     }
+}
+
+/// PulsePlayback's state; touched only with the main loop lock held.
+private final class PlaybackState {
+    var current: PlaybackSession?
+    var observerID: Int?
+    var lastFirstWriteAt: ContinuousClock.Instant?
+    var volume = 100
 }
 
 /// Where a playback stream is, read at `at`.
@@ -146,11 +164,10 @@ public struct PlaybackTiming: Sendable {
 }
 
 /// One playback stream: the bytes waiting for libpulse to ask for them, and the waiters for its
-/// connection and its drain. Everything here runs with the connection's lock held, except the
-/// two async entry points, which take it.
-// @unchecked: everything in it runs with the connection's main loop lock held (see above).
-public final class PlaybackSession: @unchecked Sendable {
-    public let format: AudioFormat
+/// connection and its drain. Everything here runs with the connection's main loop lock held:
+/// PulsePlayback reaches it only through its MainloopLocked box, libpulse through its callbacks.
+private final class PlaybackSession {
+    let format: AudioFormat
     let connection: PulseConnection
     let sink: String?
     let targetLatencyMs: Int
@@ -184,39 +201,31 @@ public final class PlaybackSession: @unchecked Sendable {
         }
     }
 
-    /// Creates and connects the stream; returns when it is ready (or was stopped meanwhile).
-    func connect() async throws {
-        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
-            connection.withLock {
-                guard case .created = phase else {
-                    // stop() came first: let the caller go on to a finish() that says .stopped.
-                    waiter.resume()
-                    return
-                }
-                connectWaiter = waiter
-                phase = .connecting
-                openStream()
-            }
+    // MARK: - Lock held throughout
+
+    /// Creates and connects the stream; `waiter` resumes when it is ready (or was stopped meanwhile).
+    func connect(_ waiter: CheckedContinuation<Void, any Error>) {
+        guard case .created = phase else {
+            // stop() came first: let the caller go on to a finish() that says .stopped.
+            waiter.resume()
+            return
         }
+        connectWaiter = waiter
+        phase = .connecting
+        openStream()
     }
 
-    /// Waits until everything queued has played (`.finished`) or the stream was stopped.
-    func finish() async throws -> PlaybackOutcome {
-        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<PlaybackOutcome, any Error>) in
-            connection.withLock {
-                switch phase {
-                case .done(let outcome): waiter.resume(returning: outcome)
-                case .failed(let error): waiter.resume(throwing: error)
-                case .created, .connecting, .open, .draining:
-                    finishWaiters.append(waiter)
-                    finishing = true
-                    pump()
-                }
-            }
+    /// `waiter` resumes once everything queued has played (`.finished`) or the stream was stopped.
+    func finish(_ waiter: CheckedContinuation<PlaybackOutcome, any Error>) {
+        switch phase {
+        case .done(let outcome): waiter.resume(returning: outcome)
+        case .failed(let error): waiter.resume(throwing: error)
+        case .created, .connecting, .open, .draining:
+            finishWaiters.append(waiter)
+            finishing = true
+            pump()
         }
     }
-
-    // MARK: - Lock held from here on
 
     func enqueue(_ pcm: PCMBuffer) {
         guard isActive, !finishing else { return }

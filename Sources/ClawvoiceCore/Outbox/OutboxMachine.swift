@@ -24,8 +24,12 @@ public struct OutboxPolicy: Sendable, Equatable {
     public var resendAfterMs: Int64 = 30_000
     /// How often chat.history is read while an acknowledged turn waits to show up.
     public var confirmIntervalMs: Int64 = 1_000
-    /// The sender re-reads the database at least this often: the CLI writes to it too.
-    public var pollIntervalMs: Int64 = 500
+    /// The sender re-reads the database at least this often (nil: never on its own). Writes from
+    /// any process wake it (`DatabaseWriteWatch`), so only a test that moves a manual clock needs it.
+    public var pollIntervalMs: Int64? = nil
+    /// While turns wait for the operator session, or after the store failed, the sender looks
+    /// again this often. An idle sender (nothing queued, or nothing due) does not wake at all.
+    public var recheckMs: Int64 = 500
     /// Turns one gateway may hold; the next is refused.
     public var limit = OutboxItem.queueLimit
     /// How long one chat.send or chat.history may take.
@@ -139,7 +143,7 @@ public struct OutboxMachine: Sendable, Equatable {
 
         switch head.state {
         case .held:
-            break  // waits for `outbox retry` or `outbox drop`; the poll notices either
+            break  // waits for `outbox retry` or `outbox drop`; their write wakes the sender
         case .sent:
             break  // confirmed (or re-sent) above
         case .pending:
