@@ -61,20 +61,24 @@ let package = Package(
         // The command line: one type per subcommand, CLI.swift the dispatcher.
         .target(name: "CLI", dependencies: ["NodeRuntime", "Daemon", "ClawvoiceCore", "GatewayCrypto", "GatewayProtocol", "GatewayClient", "WebSocketTransport", "Store", "LoopbackGateway", "Audio", "Talk", "WakeWord", "Discovery", "Realtime"]),
         .executableTarget(name: "clawvoice", dependencies: ["CLI", "WakeWord"]),
-        .executableTarget(name: "clawvoice-bench", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
+        
+        // Rigs and wait helpers for the tests and clawvoice-bench; never linked into clawvoice.
+        .target(name: "ClawvoiceTesting", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "WakeWord", "Talk", "GatewayClient",
+                                                          "GatewayProtocol", "LoopbackGateway", "NodeRuntime", "Daemon", "Realtime", "Store"]),
+        .executableTarget(name: "clawvoice-bench", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Audio", "AudioFrontEnd", "Talk", "NodeRuntime", "LoopbackGateway", "COpus", "WakeWord", "Realtime", "Store", "GatewayClient", "GatewayProtocol"]),
 
         .testTarget(name: "ClawvoiceCoreTests", dependencies: ["ClawvoiceCore", "GatewayProtocol"]),
         .testTarget(name: "GatewayProtocolTests", dependencies: ["GatewayProtocol", "GatewayCrypto"]),
         .testTarget(name: "WebSocketTransportTests", dependencies: ["WebSocketTransport"]),
         .testTarget(name: "StoreTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "Store", "GatewayProtocol"]),
         .testTarget(name: "GatewayClientTests", dependencies: ["ClawvoiceCore", "GatewayCrypto", "GatewayClient", "LoopbackGateway", "GatewayProtocol", "Store"]),
-        .testTarget(name: "NodeRuntimeTests", dependencies: ["ClawvoiceCore", "NodeRuntime", "Daemon", "CLI", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
-        .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd"]),
+        .testTarget(name: "NodeRuntimeTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "NodeRuntime", "Daemon", "CLI", "LoopbackGateway", "GatewayProtocol", "Audio", "WakeWord", "WebSocketTransport", "Buttons", "Talk", "GatewayClient", "Realtime"]),
+        .testTarget(name: "AudioTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Audio", "AudioFrontEnd"]),
         .testTarget(name: "ButtonsTests", dependencies: ["ClawvoiceCore", "Buttons"], exclude: ["Fixtures"]),
-        .testTarget(name: "WakeWordTests", dependencies: ["ClawvoiceCore", "WakeWord", "Audio"], exclude: ["Fixtures"]),
-        .testTarget(name: "RealtimeTests", dependencies: ["ClawvoiceCore", "Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),
+        .testTarget(name: "WakeWordTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "WakeWord", "Audio"], exclude: ["Fixtures"]),
+        .testTarget(name: "RealtimeTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Realtime", "GatewayProtocol", "GatewayClient", "LoopbackGateway", "Store", "WebSocketTransport"]),
         .testTarget(name: "DiscoveryTests", dependencies: ["ClawvoiceCore", "Discovery"]),
-        .testTarget(name: "TalkTests", dependencies: ["ClawvoiceCore", "Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
+        .testTarget(name: "TalkTests", dependencies: ["ClawvoiceCore", "ClawvoiceTesting", "Talk", "Audio", "LoopbackGateway", "GatewayClient", "GatewayProtocol", "Store"]),
     ]
 )
 

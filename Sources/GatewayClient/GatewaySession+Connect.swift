@@ -3,8 +3,10 @@
 // forgotten once the device token works, the operator's Talk target resolved before "connected"),
 // pairing, retries and the status every observer sees.
 
+import ClawvoiceCore
 import Dispatch
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WebSocketTransport

@@ -95,7 +95,8 @@ public final class EchoReference: Sendable {
 /// at once by that median, so that it lands on the frames' time and stays there; a new clip or
 /// a jump of more than 100 ms (a new alignment) takes it at once. Smaller errors are left to the
 /// cancellers, whose filters span them.
-struct ReferenceCursor {
+package struct ReferenceCursor {
+    package init() {}
     private var next: Int?
     private var clip = -1
     private var errors: [Int] = []
@@ -106,7 +107,7 @@ struct ReferenceCursor {
     private(set) var moves = 0
 
     /// The end, in the clip, of the reference for a frame of `count` samples whose time puts its end at `target`.
-    mutating func end(target: Int, clip c: Int, count: Int) -> Int {
+    package mutating func end(target: Int, clip c: Int, count: Int) -> Int {
         if c != clip || next == nil {
             next = target
             clip = c
@@ -144,13 +145,14 @@ struct ReferenceCursor {
 /// frames' times, and a sound card whose clock runs slower than ours. A server that skipped audio
 /// under load makes every later frame late: after half a second of frames all more than 100 ms
 /// late the origin moves to the earliest of them. Positions in samples.
-struct FrameClock {
+package struct FrameClock {
+    package init() {}
     private var origin: Int?
     private var samples = 0
     private var lateRun: [Int] = []
 
     /// The end of a frame of `count` samples whose time puts its end at `observed`.
-    mutating func end(observed: Int, count: Int) -> Int {
+    package mutating func end(observed: Int, count: Int) -> Int {
         samples += count
         let candidate = observed - samples
         if let o = origin, candidate >= o {
@@ -173,13 +175,13 @@ struct FrameClock {
 }
 
 /// One microphone frame cleaned two ways against the same reference.
-struct CleanedFrame {
+package struct CleanedFrame {
     /// webrtc's canceller and noise suppressor: the uplink, the barge-in rule and the voice detector.
-    var uplink: PCMBuffer
+    package var uplink: PCMBuffer
     /// The linear canceller alone, no suppression (LinearEchoCanceller): the wake and stop heads,
     /// which need the user's voice whole in double talk more than the last decibels of echo gone.
     /// The uplink's frame again once the speaker has been silent for longer than an echo lasts.
-    var detector: PCMBuffer
+    package var detector: PCMBuffer
 }
 
 /// Cleans microphone frames against the reference; one per capture stream, used by one owner.
@@ -190,7 +192,7 @@ struct CleanedFrame {
 /// canceller) and the linear canceller is skipped, whose history is then all zeros and whose
 /// output would be the microphone itself. The full instance keeps what it learnt of the room and
 /// takes over again with the first frame the speaker plays; it is made only then.
-final class CaptureCleaner {
+package final class CaptureCleaner {
     private let options: AudioFrontEndOptions
     private var frontEnd: AudioFrontEnd?
     private var quiet: AudioFrontEnd?
@@ -203,7 +205,7 @@ final class CaptureCleaner {
     /// through one path, not half through each (1.5 s, a trigger's length; WakeOverReplyTests).
     static let detectorHoldSamples = 24_000
     /// False: every frame runs the cancellers (the bench's "before" figure).
-    var idleSkip = true
+    package var idleSkip = true
     /// Frames that went through the cancellers (the rest: the noise suppressor alone).
     private(set) var cancelledFrames = 0
     private let reference: EchoReference
@@ -213,7 +215,7 @@ final class CaptureCleaner {
     /// The speaker's and the microphone's buffering: how late the echo reaches the microphone.
     let delayMs: Int
 
-    init(reference: EchoReference, delayMs: Int, options: AudioFrontEndOptions = CaptureCleaner.options) throws {
+    package init(reference: EchoReference, delayMs: Int, options: AudioFrontEndOptions = CaptureCleaner.options) throws {
         self.options = options
         // Tried now, so that a front end that cannot be made fails here and not mid-stream; kept
         // only from the first frame the speaker plays (until then it would learn nothing).
@@ -224,11 +226,11 @@ final class CaptureCleaner {
 
     /// What the node's capture runs: the canceller and the noise suppressor (webrtc's own voice
     /// verdict is not used: the voice detector and `LinearEchoCanceller.nearVoice` decide).
-    static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: false)
+    package static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: false)
 
     /// The frame with the speaker's echo taken out (same length; the front end works in 10 ms
     /// steps, so a 20 ms frame comes back whole). `t`: when the frame's last sample was recorded.
-    func clean(_ frame: PCMBuffer, at observed: ContinuousClock.Instant) -> CleanedFrame {
+    package func clean(_ frame: PCMBuffer, at observed: ContinuousClock.Instant) -> CleanedFrame {
         let n = frame.samples.count
         let base = self.base ?? observed
         self.base = base
@@ -250,7 +252,7 @@ final class CaptureCleaner {
     /// recorded: by webrtc (delayed by `delayMs` inside it) and by the linear canceller, whose
     /// filter spans 0–120 ms of echo delay after `far`, so both the configured 60 ms and the
     /// rooms' measured 40 ms fall inside it.
-    func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame {
+    package func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame {
         let farSilent = !far.contains(where: { $0 != 0 })
         let quietBefore = farQuietSamples
         farQuietSamples = farSilent ? farQuietSamples + far.count : 0

@@ -13,7 +13,7 @@ import WakeWord
 /// The detector (its front end's layer buffers and patches: 2.3 MB) exists only while the node
 /// speaks: made at the first frame fed, dropped at the gap after the last (issue 25: memory not
 /// needed at rest is not held). The model's weights stay loaded.
-final class StopWordListener {
+package final class StopWordListener {
     static let phrase = "stop"
     private let model: WakeModel
     private let sensitivity: Double
@@ -27,7 +27,7 @@ final class StopWordListener {
     private(set) var peak: Float = 0
 
     /// The stop head from `directory`, or why there is none (one line for the log).
-    static func load(directory: String, sensitivity: Double = 0.5) -> (StopWordListener?, String?) {
+    package static func load(directory: String, sensitivity: Double = 0.5) -> (StopWordListener?, String?) {
         do {
             let (models, missing) = try WakeModelCatalog(directory: directory).load([phrase])
             guard let model = models.first else {
@@ -53,7 +53,7 @@ final class StopWordListener {
     }
 
     /// One frame heard while speaking; true when it completed a "stop".
-    func feed(_ frame: PCMBuffer) -> WakeDetection? {
+    package func feed(_ frame: PCMBuffer) -> WakeDetection? {
         if !fedLast || current == nil { current = Self.detector(model, sensitivity); peak = 0 }
         fedLast = true
         return current!.process(frame.samples) { [self] s in peak = max(peak, s.scores.first ?? 0) }.first

@@ -121,11 +121,11 @@ public struct WakeStatus: Sendable, Equatable {
 }
 
 /// Owned by TalkController (one isolation domain); not Sendable.
-final class WakeListener {
+package final class WakeListener {
     let config: WakeConfig
     private let catalog: WakeModelCatalog
     private(set) var triggers: [String] = []
-    private(set) var detector: WakeDetector?
+    package private(set) var detector: WakeDetector?
     private(set) var missing: [MissingWakeModel] = []
     private(set) var loadError: String?
     /// Normalised trigger → session key (`{sessionKey}` targets as they are, `{agentId}` as that
@@ -139,7 +139,7 @@ final class WakeListener {
     var lastPhrase: String?
     var lastOutcome: String?
 
-    init(config: WakeConfig, triggers: [String]) {
+    package init(config: WakeConfig, triggers: [String]) {
         self.config = config
         catalog = WakeModelCatalog(directory: config.modelsDirectory)
         lookback = PreRollBuffer(milliseconds: config.lookbackMs)
@@ -190,7 +190,7 @@ final class WakeListener {
     /// Feeds one frame; returns a detection, if this frame completed one. `followsGap`: the
     /// capture lost audio before this frame (CapturedFrame.followsGap), so the detector starts
     /// a fresh stream rather than join sound that was never continuous.
-    func feed(_ frame: PCMBuffer, followsGap: Bool = false) -> WakeDetection? {
+    package func feed(_ frame: PCMBuffer, followsGap: Bool = false) -> WakeDetection? {
         if followsGap {
             detector?.reset()
             lookback.removeAll()

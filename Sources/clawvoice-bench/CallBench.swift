@@ -2,6 +2,7 @@
 // N utterances answered by the far end, the CPU of that call, and on the relay N barge-ins.
 
 import Audio
+import ClawvoiceTesting
 import Foundation
 import GatewayProtocol
 import LoopbackGateway
@@ -77,6 +78,7 @@ func callFigures(rounds: Int, pulse: PrivatePulseServer) async throws -> [Figure
         let rig = try await BenchCallRig(pulse: pulse) { c in
             if path == "webrtc" { c.calls = .gatewayControl } else { c.calls = .disabled; c.realtimeRelay = true }
         }
+        async let _ = rig.run()  // the rig's service and streams, a child of this round (cancelled at its end)
         if let peer {
             await rig.gateway.setCallMediaEnd { offer in try await OfferExchange.post(origin: peer.origin, path: "/talk/offer", secret: peer.secret, offer: offer) }
         }

@@ -13,6 +13,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -22,65 +23,26 @@ import Realtime
 import Talk
 import Store
 
-/// One run of the aiortc peer; its stdout's `reply-gap-ms N` lines are its share of each reply.
+/// The aiortc peer (ClawvoiceTesting's AiortcPeer, no reply delay); its stdout's `reply-gap-ms N`
+/// lines are its share of each reply.
 final class BenchWebRTCPeer: Sendable {
-    let process = Process()
-    let stdin = Pipe()
-    let port: Int
-    let secret = "bench-broker-\(UInt32.random(in: 0...UInt32.max))"
+    let peer: AiortcPeer
     /// Per reply: its share (ms) and the wall-clock times (s) it heard our last voiced frame and sent its first.
     let gaps = Locked<[(ms: Double, heard: Double, sent: Double)]>([])
 
     init() throws {
-        // The repository: the sources' own place (a bench is run from a checkout), else the working directory.
-        let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        let root = FileManager.default.fileExists(atPath: fromSource + "/tests/peer/webrtc_peer.py") ? fromSource : FileManager.default.currentDirectoryPath
-        let python = root + "/tests/peer/.venv/bin/python"
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw BenchError("\(python) is missing: run `make tests/peer/.venv/.ready` (the WebRTC figures need the aiortc peer)")
-        }
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [root + "/tests/peer/webrtc_peer.py", "--secret", secret, "--reply-delay-ms", "0"]
-        let out = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        let handle = out.fileHandleForReading
-        while !line.contains(UInt8(ascii: "\n")) {
-            let d = handle.availableData
-            if d.isEmpty { throw BenchError("the WebRTC peer exited before it listened") }
-            line += d
-        }
-        let first = String(decoding: line, as: UTF8.self).split(separator: "\n")[0]
-        guard first.hasPrefix("listening "), let p = Int(first.dropFirst("listening ".count)) else { throw BenchError("the WebRTC peer said \(first)") }
-        port = p
         let gaps = self.gaps
-        let pending = Locked("")
-        handle.readabilityHandler = { h in
-            let d = h.availableData
-            guard !d.isEmpty else { return }
-            let lines = pending.withLock { p -> [Substring] in
-                p += String(decoding: d, as: UTF8.self)
-                var parts = p.split(separator: "\n", omittingEmptySubsequences: false)
-                p = String(parts.removeLast())
-                return parts
-            }
+        peer = try AiortcPeer(replyDelayMs: 0) { l in
             // "reply-gap-ms 402.1 heard 1764... sent 1764..."
-            for l in lines where l.hasPrefix("reply-gap-ms ") {
-                let f = l.split(separator: " ")
-                if f.count >= 6, let v = Double(f[1]), let h = Double(f[3]), let s = Double(f[5]) { gaps.withLock { $0.append((v, h, s)) } }
-            }
+            guard l.hasPrefix("reply-gap-ms ") else { return }
+            let f = l.split(separator: " ")
+            if f.count >= 6, let v = Double(f[1]), let h = Double(f[3]), let s = Double(f[5]) { gaps.withLock { $0.append((v, h, s)) } }
         }
     }
 
-    var origin: String { "http://127.0.0.1:\(port)" }
-
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
+    var origin: String { peer.origin }
+    var secret: String { peer.secret }
+    func stop() { peer.stop() }
 }
 
 /// A node + operator session on a loopback gateway, a CallService on them, its audio to PulseAudio.
@@ -96,7 +58,10 @@ final class BenchCallRig: Sendable {
     /// The same, on the wall clock (the aiortc peer's clock), to split a reply's legs.
     let writtenWall = Locked<[Double]>([])
     let flushes = Locked<[ContinuousClock.Instant]>([])
-    let runTask: Task<Void, Never>
+    /// The operator's talk events and the speaker's re-opens after a flush, carried out in order
+    /// by `run()` (the session's and the service's callbacks cannot await).
+    private let talkEvents: AsyncStream<JSONValue?>
+    private let reopens: AsyncStream<Void>
 
     init(pulse: PrivatePulseServer, configure: (inout LoopbackGateway.Configuration) -> Void) async throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-bench-call-\(UUID().uuidString.prefix(8))").path
@@ -113,12 +78,15 @@ final class BenchCallRig: Sendable {
         try store.upsertGateway(GatewayRecord(name: "lb", url: url, sharedToken: "bench-t", isActive: true, addedAtMs: Int64(Date().timeIntervalSince1970 * 1000)))
         let options = SessionOptions(displayName: "bench call node", version: "0.1.0-bench")
         let sink = LogSink(minimum: .warning) { _, _, _ in }
-        let serviceBox = Locked<CallService?>(nil)
+        let (talkEvents, eventSink) = AsyncStream.makeStream(of: JSONValue?.self)
+        let (reopens, reopenSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.talkEvents = talkEvents
+        self.reopens = reopens
         op = GatewaySession(role: .operator, endpoint: GatewayEndpoint(name: "lb", url: url), credentials: GatewayCredentials(sharedToken: "bench-t"),
                             identity: identity, instanceId: instance, store: store, options: options, log: sink,
                             onEvent: { frame in
-                                guard frame.event == "talk.event", let s = serviceBox.withLock({ $0 }) else { return }
-                                Task { await s.talkEvent(frame.payload) }
+                                guard frame.event == "talk.event" else { return }
+                                eventSink.yield(frame.payload)
                             })
         node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: url), credentials: GatewayCredentials(sharedToken: "bench-t"),
                               identity: identity, instanceId: instance, store: store, options: options, commands: NodeCommandRegistry(), log: sink)
@@ -143,11 +111,9 @@ final class BenchCallRig: Sendable {
             flushPlayback: {
                 playback.stop()
                 flushes.withLock { $0.append(.now) }
-                Task { _ = try? await playback.open(format: .voice) }
+                reopenSink.yield()
             }))
         self.service = service
-        serviceBox.withLock { $0 = service }
-        runTask = Task { await service.run() }
         await op.start()
         await node.start()
         let deadline = ContinuousClock.now + .seconds(20)
@@ -164,10 +130,20 @@ final class BenchCallRig: Sendable {
         await service.operatorState(connected: true, incarnation: 1)
     }
 
+    /// The service's timers, the talk events into it and the speaker's re-opens, until cancelled:
+    /// `callFigures` runs it beside each call as a child task (`async let`).
+    func run() async {
+        let service = self.service, playback = self.playback, talkEvents = self.talkEvents, reopens = self.reopens
+        await withDiscardingTaskGroup { group in
+            group.addTask { await service.run() }
+            group.addTask { for await payload in talkEvents { await service.talkEvent(payload) } }
+            group.addTask { for await _ in reopens { _ = try? await playback.open(format: .voice) } }
+        }
+    }
+
     func close() async {
         _ = await service.stop(cause: .hangup)
         try? await Task.sleep(for: .milliseconds(300))
-        runTask.cancel()
         playback.stop()
         await node.stop()
         await op.stop()
@@ -182,14 +158,5 @@ func callLevel(_ s: [Int16]) -> Double {
     return (s.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(s.count)).squareRoot() / 32768
 }
 
-/// A voiced, speech-like signal (180 Hz and harmonics under a syllable envelope), as the call tests use.
-func callSpeech(ms: Int, dbfs: Double = -14) -> [Int16] {
-    let n = ms * 16
-    let amp = pow(10, dbfs / 20) * 32767
-    return (0..<n).map { i in
-        let t = Double(i) / 16_000
-        let env = 0.6 + 0.4 * sin(2 * .pi * 4 * t)
-        let v = sin(2 * .pi * 180 * t) + 0.5 * sin(2 * .pi * 360 * t) + 0.25 * sin(2 * .pi * 540 * t)
-        return Int16(max(-32767, min(32767, amp * env * v / 1.75)))
-    }
-}
+/// A voiced, speech-like signal at 16 kHz, as the call tests use (ClawvoiceTesting's speechLike).
+func callSpeech(ms: Int, dbfs: Double = -14) -> [Int16] { speechLike(ms: ms, rate: 16_000, dbfs: dbfs) }

@@ -9,6 +9,7 @@
 // sampled as they go, and the slope of a line through the samples after the first tenth.
 
 import Audio
+import ClawvoiceTesting
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

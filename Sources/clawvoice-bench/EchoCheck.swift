@@ -6,6 +6,7 @@
 
 import AudioFrontEnd
 import AudioFrontEnd
+import ClawvoiceTesting
 import Foundation
 import Talk
 import WakeWord

@@ -16,6 +16,7 @@ import Audio
 import AudioFrontEnd
 import COpus
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import NodeRuntime
 import Talk

@@ -5,6 +5,7 @@
 // 900 ms windows. Both print Markdown tables (docs/measurements.md quotes them) and are pure compute.
 
 import Audio
+import ClawvoiceTesting
 import Foundation
 import Talk
 import WakeWord

@@ -1,6 +1,7 @@
 // The wake figure of clawvoice-bench: CPU of the three default triggers together (one shared
 // embedding front end, three heads) beside pyopen-wakeword on the same audio, in this run.
 
+import ClawvoiceTesting
 import Foundation
 import WakeWord
 

@@ -17,6 +17,7 @@
 import Audio
 import COpus
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -3,6 +3,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import Testing
 
@@ -139,18 +140,8 @@ enum PulseTestServer {
 
     /// Polls `condition` every 10 ms until it holds or `timeout` passes.
     static func waitUntil(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
+        await eventually(timeout, every: .milliseconds(10), condition)
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Collects everything a PulseCapture delivers, for inspection while it runs.

@@ -4,6 +4,7 @@
 // speech with speech. The gateway's talk.start and `clawvoice call` start calls; push-to-talk
 // is refused BUSY during one; `status` shows the path; `clawvoice hangup` and talk.stop end them.
 
+import ClawvoiceTesting
 import Synchronization
 import Foundation
 import GatewayProtocol
@@ -14,82 +15,6 @@ import WebSocketTransport
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// One tests/peer/webrtc_peer.py run: the provider behind the gateway's offer route.
-final class AiortcPeer: @unchecked Sendable {
-    let process = Process()
-    let stdin = Pipe()
-    let port: Int
-    let secret = "peer-\(UInt32.random(in: 0...UInt32.max))"
-
-    init() throws {
-        let root = repositoryRoot()
-        let python = root.appendingPathComponent("tests/peer/.venv/bin/python").path
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw CallDaemonError("\(python) is missing: run `make tests/peer/.venv/.ready` (the peer needs aiortc)")
-        }
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [root.appendingPathComponent("tests/peer/webrtc_peer.py").path, "--secret", secret]
-        let out = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let d = out.fileHandleForReading.availableData
-            if d.isEmpty { throw CallDaemonError("the WebRTC peer exited before it listened") }
-            line += d
-        }
-        let first = String(decoding: line, as: UTF8.self).split(separator: "\n")[0]
-        guard first.hasPrefix("listening "), let p = Int(first.dropFirst(10)) else { throw CallDaemonError("the peer said \(first)") }
-        port = p
-        out.fileHandleForReading.readabilityHandler = { _ = $0.availableData }
-    }
-
-    var origin: String { "http://127.0.0.1:\(port)" }
-
-    func answer(_ offer: String) async throws -> String {
-        try await OfferExchange.post(origin: origin, path: "/talk/offer", secret: secret, offer: offer)
-    }
-
-    /// GET /stats as JSON.
-    func stats() async -> JSONValue? {
-        let port = self.port
-        return await onOwnThread {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            guard ok == 0 else { return nil }
-            let req = Array("GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8)
-            _ = req.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            var out: [UInt8] = []
-            var buf = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n <= 0 { break }
-                out += buf[0..<n]
-            }
-            let text = String(decoding: out, as: UTF8.self)
-            guard let r = text.range(of: "\r\n\r\n") else { return nil }
-            return try? JSONCoding.decode(JSONValue.self, from: Data(text[r.upperBound...].utf8))
-        }
-    }
-
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-}
-
-struct CallDaemonError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
 
 @Suite(.serialized) struct CallDaemonTests {
     func status(_ env: CLIEnvironment) async throws -> JSONValue? {

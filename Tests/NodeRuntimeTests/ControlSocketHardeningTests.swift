@@ -3,6 +3,7 @@
 // a real `clawvoice run` whose RLIMIT_NOFILE is lowered (prlimit) while it runs, real Unix
 // sockets, and the pure ControlAdmission rules.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import GatewayProtocol

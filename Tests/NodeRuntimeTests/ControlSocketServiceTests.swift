@@ -3,6 +3,7 @@
 // stops reading held a pool thread for 3 s per line). Now one I/O thread serves every
 // connection and the answers are child tasks of the server's `run()`.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import GatewayProtocol

@@ -3,6 +3,7 @@
 // back from PulseAudio (pactl list sink-inputs), the mute sound from the speaker's monitor,
 // and mute and volume survive a daemon restart.
 
+import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import Testing

@@ -2,6 +2,7 @@
 // network namespace of their own (tests/discovery/avahi-netns.sh), with avahi-publish standing in
 // for the gateway's bonjour plugin and tests/discovery/dns-stub.py serving the wide-area zone.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway

@@ -2,6 +2,7 @@
 // the loopback gateway and a real daemon: what fails before pairing and with a silent or
 // clipping microphone, and that everything passes (exit 0) once the node runs.
 
+import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import Testing

@@ -2,6 +2,7 @@
 // gateway: the JSON lines a subscriber gets for mute, push-to-talk, speech, a sent turn and a
 // lost gateway, and the config's event commands with the fields in their environment.
 
+import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import Testing

@@ -1,6 +1,7 @@
 // `clawvoice history` and `clawvoice listen` as a user runs them: the cache seeded through
 // ClawStore in this process, the real executable reading it with and without a daemon.
 
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -2,6 +2,7 @@
 // at 255 MB. A real `clawvoice run` receives twelve 12 MB frames from the loopback gateway on
 // both sessions; afterwards its resident memory must come back near where it was.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway

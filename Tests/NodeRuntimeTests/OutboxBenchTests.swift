@@ -1,5 +1,6 @@
 import CLI
 import Daemon
+import ClawvoiceTesting
 import NodeRuntime
 import Testing
 

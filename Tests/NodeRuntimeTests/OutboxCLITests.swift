@@ -1,3 +1,4 @@
+import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import CLI

@@ -4,6 +4,7 @@
 // again" after a successful `pair` until restarted (SIGHUP did not help); a setup code without
 // an operator part waited forever. Real processes against the loopback gateway.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway

@@ -3,6 +3,7 @@
 // turns after a confirmation, through real SQLite files, a real terminal (script(1)) and a real
 // daemon.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import Store

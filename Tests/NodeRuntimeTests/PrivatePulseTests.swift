@@ -3,6 +3,7 @@
 // descriptors, which Foundation.Process mistakes for the child's exit).
 
 import Audio
+import ClawvoiceTesting
 import Foundation
 import CLI
 import Daemon

@@ -3,6 +3,7 @@
 // from the environment, a file or standard input; these tests pair against the loopback
 // gateway each way and read the waiting process's command line from /proc.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import GatewayProtocol

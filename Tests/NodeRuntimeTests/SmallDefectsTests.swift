@@ -1,5 +1,6 @@
 // Issue 11, item 8: the small ones an outside tester found. Each test failed before its fix.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import GatewayProtocol

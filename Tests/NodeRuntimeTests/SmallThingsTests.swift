@@ -4,6 +4,7 @@
 // stopped; doctor recorded without a word; `wake listen` showed no level; `clawvoice-bench
 // --help` ran the bench.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import GatewayProtocol

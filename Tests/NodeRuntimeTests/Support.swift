@@ -1,3 +1,4 @@
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway
@@ -31,16 +32,6 @@ final class Scratch: Sendable {
 /// The repository root, from this file's path (Tests/NodeRuntimeTests/Support.swift).
 func repositoryRoot(_ file: String = #filePath) -> URL {
     URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-}
-
-/// Polls `condition` every 50 ms until it holds or `timeout` passes.
-func eventually(_ timeout: Duration, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if try await condition() { return true }
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
 }
 
 enum ExecutableLookup {
@@ -189,16 +180,6 @@ func base64url(_ text: String) -> String {
     Data(text.utf8).base64EncodedString()
         .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         .replacingOccurrences(of: "=", with: "")
-}
-
-/// Runs blocking work (a recv loop, reading a child's pipe to its end) on a thread of its own.
-/// On the cooperative pool it would hold one of its few threads (two on a 2-core machine) for
-/// as long as it blocks, and the in-process loopback gateway, which the child talks to, needs
-/// them: with tests running side by side, that stalls the whole process.
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
-        Thread { c.resume(returning: body()) }.start()
-    }
 }
 
 /// A started loopback gateway (the test stops it).

@@ -3,6 +3,7 @@
 // to pin it. Now it ends at once with the fingerprint and the exact command, and on a terminal
 // offers to trust the certificate (trust on first use) and pins it.
 
+import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway

@@ -4,6 +4,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayProtocol
 @testable import CLI

@@ -5,6 +5,7 @@
 // the call, media flows both ways, talk.stop ends it with both keys closed.
 
 import ClawvoiceCore
+import ClawvoiceTesting
 import Synchronization
 import Foundation
 import GatewayClient
@@ -105,7 +106,7 @@ final class CallRig: @unchecked Sendable {
 @Suite(.serialized) struct CallEndToEndTests {
     @Test(.timeLimit(.minutes(2)))
     func talkStartByTheGatewayMediaBothWaysTalkStopEnds() async throws {
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         let rig = try await CallRig(calls: .gatewayControl)
         await rig.gateway.setCallMediaEnd { offer in
@@ -185,7 +186,7 @@ final class CallRig: @unchecked Sendable {
 
     @Test(.timeLimit(.minutes(1)))
     func theGatewaysSessionClosedEndsTheCall() async throws {
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         let rig = try await CallRig(calls: .gatewayControl)
         await rig.gateway.setCallMediaEnd { offer in
@@ -322,7 +323,7 @@ final class CallRig: @unchecked Sendable {
 
     @Test(.timeLimit(.minutes(1)))
     func aCallWithoutSpeechEndsOnTheIdleTimer() async throws {
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         var settings = CallService.defaultSettings
         settings.idleTimeoutMs = 1_500

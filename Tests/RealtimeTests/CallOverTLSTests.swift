@@ -3,6 +3,7 @@
 // (same certificate) and checked against the same pin, media both ways through the aiortc peer.
 // A pin that does not match the offer endpoint ends the call before the secret is sent.
 
+import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import Testing
@@ -23,7 +24,7 @@ func gatewayCertificate() throws -> (cert: String, key: String, pin: String, dir
     func aCallOnAWssGatewayPostsItsOfferOverHTTPSWithTheGatewaysPin() async throws {
         let tls = try gatewayCertificate()
         defer { try? FileManager.default.removeItem(atPath: tls.dir) }
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         let rig = try await CallRig(calls: .gatewayControl, tlsPin: tls.pin) { c in
             c.tlsCertificatePath = tls.cert

@@ -2,6 +2,7 @@
 // loopback: our offer is POSTed as the gateway's broker expects it (D1), media flows both ways
 // (the peer answers our utterance by playing it back), and the peer hanging up ends our link.
 
+import ClawvoiceTesting
 import Synchronization
 import Foundation
 #if canImport(Glibc)
@@ -10,105 +11,6 @@ import Glibc
 import GatewayProtocol
 import Testing
 @testable import Realtime
-
-/// One run of tests/peer/webrtc_peer.py; stdin open keeps it alive.
-final class PythonWebRTCPeer: @unchecked Sendable {
-    let process = Process()
-    let stdin = Pipe()
-    let port: Int
-    let secret = "broker-token-\(UInt32.random(in: 0...UInt32.max))"
-
-    init(replyDelayMs: Int = 0) throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let python = root.appendingPathComponent("tests/peer/.venv/bin/python")
-        guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw WebRTCError("\(python.path) is missing: run `make tests/peer/.venv/.ready` (the peer needs aiortc)")
-        }
-        process.executableURL = python
-        process.arguments = [root.appendingPathComponent("tests/peer/webrtc_peer.py").path, "--secret", secret,
-                             "--reply-delay-ms", String(replyDelayMs)]
-        let out = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        try process.run()
-        // The first line is "listening <port>".
-        var line = Data()
-        let handle = out.fileHandleForReading
-        while !line.contains(UInt8(ascii: "\n")) {
-            let d = handle.availableData
-            if d.isEmpty { throw WebRTCError("the WebRTC peer exited before it listened") }
-            line += d
-        }
-        let first = String(decoding: line, as: UTF8.self).split(separator: "\n")[0]
-        guard first.hasPrefix("listening "), let p = Int(first.dropFirst("listening ".count)) else {
-            throw WebRTCError("the WebRTC peer said \(first)")
-        }
-        port = p
-        // Keep draining its log so it never blocks on a full pipe.
-        handle.readabilityHandler = { h in
-            let d = h.availableData
-            if !d.isEmpty { FileHandle.standardError.write(Data("peer: ".utf8) + d) }
-        }
-    }
-
-    var origin: String { "http://127.0.0.1:\(port)" }
-
-    func request(_ method: String, _ path: String) async throws -> JSONValue {
-        var req = URLRequestLite(method: method, path: path)
-        req.port = port
-        return try await req.send()
-    }
-
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-}
-
-/// A tiny HTTP call to the peer's /stats and /close (the same socket code as the offer).
-struct URLRequestLite {
-    var method: String
-    var path: String
-    var port = 0
-    func send() async throws -> JSONValue {
-        let port = self.port, method = self.method, path = self.path
-        return try await Task.detached {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            guard ok == 0 else { throw WebRTCError("cannot reach the peer") }
-            let req = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8)
-            _ = req.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
-            var out: [UInt8] = []
-            var buf = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n <= 0 { break }
-                out += buf[0..<n]
-            }
-            let text = String(decoding: out, as: UTF8.self)
-            guard let r = text.range(of: "\r\n\r\n") else { return .null }
-            let body = Data(text[r.upperBound...].utf8)
-            return (try? JSONCoding.decode(JSONValue.self, from: body)) ?? .string(String(decoding: body, as: UTF8.self))
-        }.value
-    }
-}
-
-/// A voiced, speech-like test signal: 180 Hz with harmonics under a syllable envelope.
-func speechLike(ms: Int, rate: Int, dbfs: Double = -14) -> [Int16] {
-    let n = ms * rate / 1000
-    let amp = pow(10, dbfs / 20) * 32767
-    return (0..<n).map { i in
-        let t = Double(i) / Double(rate)
-        let env = 0.6 + 0.4 * sin(2 * .pi * 4 * t)
-        let v = sin(2 * .pi * 180 * t) + 0.5 * sin(2 * .pi * 360 * t) + 0.25 * sin(2 * .pi * 540 * t)
-        return Int16(max(-32767, min(32767, amp * env * v / 1.75)))
-    }
-}
 
 func levelDbfs(_ s: ArraySlice<Int16>) -> Double {
     guard !s.isEmpty else { return -120 }
@@ -138,7 +40,7 @@ actor Received {
     /// 16 kHz is our capture's rate, 48 kHz the Watch's.
     @Test(.timeLimit(.minutes(1)), arguments: [16000, 48000])
     func mediaFlowsBothWaysAndAHangUpEndsTheLink(rate: Int) async throws {
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         let rtc = try WebRTCPeer(sampleRate: rate, localAddress: "127.0.0.1")
         defer { rtc.close() }
@@ -201,7 +103,7 @@ actor Received {
 
     /// The broker's refusals come back as one line each; the secret is single-use.
     @Test(.timeLimit(.minutes(1))) func offerRefusals() async throws {
-        let peer = try PythonWebRTCPeer()
+        let peer = try AiortcPeer(showLog: true)
         defer { peer.stop() }
         let rtc = try WebRTCPeer(sampleRate: 16000, localAddress: "127.0.0.1")
         defer { rtc.close() }

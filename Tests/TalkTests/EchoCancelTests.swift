@@ -4,6 +4,7 @@
 // the assistant speaks undisturbed, and a person talking over it stops it.
 
 import Audio
+import ClawvoiceTesting
 import Foundation
 import Talk
 import Testing

@@ -7,6 +7,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import Talk
 import Testing

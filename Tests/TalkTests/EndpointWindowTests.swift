@@ -9,6 +9,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import Testing
 import WakeWord

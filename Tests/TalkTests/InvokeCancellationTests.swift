@@ -5,6 +5,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -42,12 +43,7 @@ extension TalkAudio {
         "and the radio plays a long song about the weather in the mountains near the lake"
 
     static func until(_ timeout: Duration, _ condition: () async -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return await condition()
+        await eventually(timeout, every: .milliseconds(20), condition)
     }
 
     /// Defect 1: answered "node invoke timed out" after 12.6 s, when the capture ended on its

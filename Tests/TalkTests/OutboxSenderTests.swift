@@ -3,6 +3,7 @@
 // from a thin OperatorChannel wrapper around the real session.
 
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -4,6 +4,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol
@@ -135,11 +136,6 @@ enum TalkPulse {
         try p.run()
         p.waitUntilExit()
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
 }
 
 final class Lines: Sendable {

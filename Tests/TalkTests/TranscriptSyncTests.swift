@@ -1,6 +1,7 @@
 // TranscriptSync: chat.history payloads of every shape we have seen parse into cache rows, and
 // a refresh against the loopback gateway caches the user turn and the echoed answer.
 
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol

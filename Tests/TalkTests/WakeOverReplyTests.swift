@@ -10,6 +10,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

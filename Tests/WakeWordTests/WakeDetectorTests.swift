@@ -1,5 +1,6 @@
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import Testing
 @testable import WakeWord

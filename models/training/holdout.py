@@ -1,7 +1,7 @@
 """Leave one engine out ENTIRELY (train_head.py --hold-out ENGINE --hold-out-negatives): which
 training engine spoke each cached negative canvas (near misses, plain speech, cut-short and
 other triggers) and each 80 ms step of the validation stream, found by replaying the random
-draws that built them without the front end, as train_head.canvas_engines does for the
+draws that built them without the front end, as canvas.canvas_engines does for the
 trigger canvases. Each replay is checked against the cache by embedding its first canvas (or
 the stream's first 30 s) again; labels are cached beside each part.
 
@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-import train_head as th
+import canvas
 
-log = th.log
+log = canvas.log
 
 
 class Tape(list):
@@ -52,7 +52,7 @@ class Replay:
         self.canvases.append(got)
         if len(self.audio) < self.keep:
             self.audio.append(np.asarray(audio))
-        return np.zeros((th.STEPS, th.frontend.EMB_DIM), np.float16)
+        return np.zeros((canvas.STEPS, canvas.frontend.EMB_DIM), np.float16)
 
 
 def matches(fe, audio, cached_E, warps):
@@ -91,9 +91,9 @@ def negatives_engines(path, fe, warps, pool, near_lists, seed_part, counts):
         for near_by_engine in near_lists:
             ptape, ntape = Tape([c for v in pool for c in v]), Tape([c for v in near_by_engine for c in v])
             rep = Replay(ptape, ntape)
-            noise = th.Noise(np.random.default_rng(3), ptape)
+            noise = canvas.Noise(np.random.default_rng(3), ptape)
             ptape.hits.clear()
-            th.negatives(rep, np.random.default_rng(seed_part), ntape, ptape, noise, counts)
+            canvas.negatives(rep, np.random.default_rng(seed_part), ntape, ptape, noise, counts)
             if not matches(fe, rep.audio[0], E0, warps):
                 continue
             po, no = owners(pool), owners(near_by_engine)
@@ -122,12 +122,12 @@ def partials_engines(path, fe, warps, clips_by_engine, pool, seed, n_pos, n):
         for after_positives in (True, False):
             rng = np.random.default_rng(seed)
             ptape = Tape([c for v in pool for c in v])
-            noise = th.Noise(np.random.default_rng(3), ptape)
+            noise = canvas.Noise(np.random.default_rng(3), ptape)
             if after_positives:
-                th.positives(lambda a, warp=True: np.zeros((th.STEPS, th.frontend.EMB_DIM), np.float16), rng, flat, ptape, noise, n_pos)
+                canvas.positives(lambda a, warp=True: np.zeros((canvas.STEPS, canvas.frontend.EMB_DIM), np.float16), rng, flat, ptape, noise, n_pos)
             ctape = Tape(flat)
             rep = Replay(ctape)
-            th.partials(rep, rng, ctape, ptape, noise, n)
+            canvas.partials(rep, rng, ctape, ptape, noise, n)
             if matches(fe, rep.audio[0], E0, warps):
                 return np.array([co[h[0][0]] for h in rep.canvases], np.int8)
         raise SystemExit(f"holdout: no replay of {os.path.basename(path)} matches its cached canvases")
@@ -145,7 +145,7 @@ def stream_engines(path, fe, pool, vpool, seeds, seconds):
         flat = [c for v in vpool for c in v]
         for seed in seeds:
             rng = np.random.default_rng(seed)
-            noise = th.Noise(np.random.default_rng(3), [c for v in pool for c in v])
+            noise = canvas.Noise(np.random.default_rng(3), [c for v in pool for c in v])
             total, starts, owner, first = 0, [], [], None
             order = rng.permutation(len(flat))
             i = 0
@@ -159,14 +159,14 @@ def stream_engines(path, fe, pool, vpool, seeds, seconds):
                     seg += [c, g]
                     seg_len += len(c) + len(g)
                     i += 1
-                y = th.finish(rng, np.concatenate(seg), noise, snr=(3.0, 30.0))
+                y = canvas.finish(rng, np.concatenate(seg), noise, snr=(3.0, 30.0))
                 if first is None:
                     first = y
-                    if not matches(fe, first, E[:len(first) // th.frontend.CHUNK - 2], []):
+                    if not matches(fe, first, E[:len(first) // canvas.frontend.CHUNK - 2], []):
                         break
                 total += len(y)
             else:
-                ends = (np.arange(len(E)) + 1) * th.frontend.CHUNK
+                ends = (np.arange(len(E)) + 1) * canvas.frontend.CHUNK
                 return np.asarray(owner, np.int8)[np.searchsorted(np.asarray(starts), ends, side="right") - 1]
         raise SystemExit(f"holdout: no replay of {os.path.basename(path)} matches the cached stream")
     return _cache(path[:-4] + "-engines.npy", build)

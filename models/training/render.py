@@ -1,12 +1,17 @@
 """Rendered speech for training, cached under models/training/.cache/render/ (gitignored):
-per engine, the trigger's spellings, near-miss words and a pool of ordinary sentences.
+per engine, the trigger's spellings, near-miss words and a pool of ordinary sentences, split
+into training and validation sentences. train_head.py and holdout.py build their canvases
+from these functions; this module imports neither of them.
 
     python render.py --trigger openclaw      (train_head.py calls the same functions)
 """
 import argparse
+import functools
 import hashlib
 import os
+import re
 import time
+import zlib
 
 import numpy as np
 
@@ -71,6 +76,104 @@ def sentence_texts(rng, sentences, n):
         out.append(" ".join(sentences[j] for j in rng.integers(len(sentences), size=k)))
     return out
 
+DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
+
+
+def file_stem(phrase):
+    s = re.sub(r"[^a-z0-9]+", "-", phrase.lower()).strip("-")
+    return s or "x" + phrase.strip().encode("utf-8").hex()
+
+
+# --- pools and triggers (train_head.py's rendering) ---------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def split_sentences(trigger=None):
+    # The trigger itself is excluded too: an ordinary word ("stop") must never be a negative in
+    # its own training. For the default triggers this removes nothing more, so their pools (and
+    # the cache keys, which hash the texts) stay as they were.
+    exclude = sorted(set(DEFAULT_TRIGGERS) | ({trigger.lower()} if trigger else set()))
+    s = sentences_for("train", exclude)
+    val = [x for x in s if zlib.crc32(x.encode()) % 10 == 0]
+    tr = [x for x in s if zlib.crc32(x.encode()) % 10 != 0]
+    return tr + speech.everyday_sentences(np.random.default_rng(11), 1500), val
+
+
+def render_pool(eng, n=1600, split="train", trigger=None):
+    tr, val = split_sentences(trigger)
+    src = tr if split == "train" else val
+    m = int(n * SHARE[eng.name])
+    texts = sentence_texts(np.random.default_rng(5 if split == "train" else 6), src, m)
+    return rendered(eng, f"pool-{split}", texts, m, 21 if split == "train" else 22)
+
+
+MINE_SHARE = {"espeak-ng": 1.0, "piper-joe": 0.1, "pico-en-US": 0.2, "pico-en-GB": 0.2}
+
+
+def render_mining_pool(eng, n=1600, trigger=None):
+    """Sentences for hard-negative mining that no training canvas holds: the training sentences
+    the training pool's texts never drew (a head scores the sentences it trained on low, so
+    they hide what it confuses). Never the validation sentences."""
+    tr, _ = split_sentences(trigger)
+    used = set()        # replay render_pool's draws (sentence_texts, seed 5; every engine's texts are a prefix of espeak-ng's)
+    rng = np.random.default_rng(5)
+    for _ in range(int(1600 * max(SHARE.values()))):
+        k = 1 if rng.random() < 0.6 else 2
+        used.update(int(j) for j in rng.integers(len(tr), size=k))
+    fresh = [x for i, x in enumerate(tr) if i not in used]
+    m = int(n * MINE_SHARE[eng.name])
+    texts = sentence_texts(np.random.default_rng(7), fresh, m)
+    return rendered(eng, "pool-mine", texts, m, 23)
+
+
+def near_words(trigger):
+    stem = file_stem(trigger)
+    words = set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
+                                                 for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES)
+    # A generic near miss that holds a new trigger ("stop", "the stop") is no near miss of it
+    # (the default triggers' lists are kept exactly as they were trained).
+    if trigger.lower() in DEFAULT_TRIGGERS:
+        return sorted(words)
+    return sorted(w for w in words if not speech.contains_trigger(w, [trigger]))
+
+
+def pool_tag(trigger):
+    """'' when the trigger occurs in none of the shared sentences (every default trigger, most
+    phrases); else a suffix for the caches built from this trigger's own, smaller pool."""
+    base = split_sentences()
+    own = split_sentences(trigger)
+    return "" if (len(base[0]), len(base[1])) == (len(own[0]), len(own[1])) else f"-x{file_stem(trigger)}"
+
+
+def render_trigger(eng, trigger, positives=1800, near=1500):
+    stem = file_stem(trigger)
+    seed = zlib.crc32((stem + eng.name).encode()) % 100000
+    pos = rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name),
+                          int(positives * SHARE[eng.name]), seed)
+    nm = rendered(eng, f"near-{stem}", near_words(trigger), int(near * NEAR_SHARE[eng.name]), seed + 1)
+    return pos, nm
+
+
+# Recipe v6: Kokoro renderings for extra canvases only (training, never validation). Counts are
+# small because Kokoro runs at about 1.5x real time on one core.
+KOKORO = dict(trigger=500, near=400, pool=240)
+
+
+def render_kokoro(eng, trigger):
+    """Kokoro's trigger renderings and near misses (the default triggers share one near-miss set)."""
+    stem = file_stem(trigger)
+    pos = rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name), KOKORO["trigger"],
+                          zlib.crc32((stem + eng.name).encode()) % 100000)
+    shared = trigger.lower() in DEFAULT_TRIGGERS
+    nm = rendered(eng, "near-" + ("defaults" if shared else stem), near_words(trigger), KOKORO["near"],
+                         31 if shared else zlib.crc32(stem.encode()) % 100000 + 31)
+    return pos, nm
+
+
+def render_kokoro_pool(eng, trigger=None):
+    tr, _ = split_sentences(trigger)
+    texts = sentence_texts(np.random.default_rng(8), tr, KOKORO["pool"])
+    return rendered(eng, "pool-train", texts, KOKORO["pool"], 24)
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -80,23 +183,22 @@ def main():
     ap.add_argument("--skip-pool", action="store_true")
     ap.add_argument("--kokoro", action="store_true", help="Kokoro's renderings (recipe v6's extra canvases) only")
     args = ap.parse_args()
-    import train_head
     if args.kokoro:
         eng = voices.kokoro_engine()
         if not args.skip_pool:
-            log(f"kokoro pool: {len(train_head.render_kokoro_pool(eng))} sentences")
+            log(f"kokoro pool: {len(render_kokoro_pool(eng))} sentences")
         for t in args.trigger:
-            pos, nm = train_head.render_kokoro(eng, t)
+            pos, nm = render_kokoro(eng, t)
             log(f"kokoro {t}: {len(pos)} triggers, {len(nm)} near misses")
         return
     for eng in voices.engines():
         if args.engine and eng.name not in args.engine:
             continue
         if not args.skip_pool:
-            train_head.render_pool(eng, args.pool)
-            train_head.render_pool(eng, 400, "val")
+            render_pool(eng, args.pool)
+            render_pool(eng, 400, "val")
         for t in args.trigger:
-            train_head.render_trigger(eng, t)
+            render_trigger(eng, t)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import Audio
 import AudioFrontEnd
 import ClawvoiceCore
 import Foundation
+import Talk
 import WakeWord
 
 /// A speaker for bench sentences.

@@ -10,6 +10,7 @@ import Audio
 import AudioFrontEnd
 import ClawvoiceCore
 import Foundation
+import Talk
 import GatewayClient
 import GatewayProtocol
 import WakeWord

@@ -7,6 +7,7 @@ import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
+import NodeRuntime
 import Store
 
 public struct LoopbackOperator: Sendable {

@@ -7,6 +7,7 @@ import Audio
 import AudioFrontEnd
 import ClawvoiceCore
 import Foundation
+import Talk
 import WakeWord
 
 extension RoomRecording {

@@ -8,6 +8,7 @@ import Audio
 import AudioFrontEnd
 import ClawvoiceCore
 import Foundation
+import Talk
 import WakeWord
 
 public enum IdleStages {

@@ -4,6 +4,7 @@
 import Audio
 import ClawvoiceCore
 import Foundation
+import WakeWord
 
 #if canImport(Glibc)
 import Glibc
