@@ -6,6 +6,7 @@
 
 import Audio
 import ClawvoiceCore
+import ClawvoiceTesting
 import Foundation
 import GatewayClient
 import GatewayProtocol
