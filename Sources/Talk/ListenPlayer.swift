@@ -60,7 +60,7 @@ public actor ListenPlayer {
         }
         generation += 1
         let gen = generation
-        // Unstructured: kept in the player so the next listen or a stop can cancel it (issue 27 item 4: the speaker as a machine sub-state).
+        // Unstructured: playback outlives toggle() (it answers at once) and the control request runs in no service's group; the player keeps it to wait for or replace.
         let task = Task { [speech] () -> SpeechReport in
             // Silence the old message (or a Talk reply) now rather than when the new clip arrives.
             let report = await speech.interrupt(with: text, route: .ttsSpeak)

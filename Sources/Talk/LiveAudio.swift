@@ -55,7 +55,7 @@ public final class LiveAudio: Sendable {
     public let playback: PulsePlayback
     private let source: String?
     private let log: LogSink
-    private let state = Locked<(capture: PulseCapture?, task: Task<Void, Never>?, status: String)>((nil, nil, "starting"))
+    private let state = Locked<(capture: PulseCapture?, stopped: Bool, status: String)>((nil, false, "starting"))
 
     /// `server`: a PulseAudio server string; nil means PULSE_SERVER or the default, as libpulse decides.
     public init(source: String?, sink: String?, server: String? = nil, log: LogSink) {
@@ -68,18 +68,17 @@ public final class LiveAudio: Sendable {
     /// "running", "waiting for the sound server", … for `status`.
     public var captureStatus: String { state.withLock { $0.status } }
 
-    /// Starts the capture loop in a task of its own (tools and tests; the daemon runs `run`).
+    /// Starts the capture loop as a child of the talk loop (tools and tests; the daemon runs
+    /// `run` as a service of its own). It ends with the talk loop or with `stop()`.
     public func start(feeding controller: TalkController) {
-        // Unstructured: start() is for tools and tests that hold no group; the daemon runs run() as a child.
-        let task = Task { [self] in await run(feeding: controller) }
-        state.withLock { $0.task = task }
+        controller.send(.setting(.microphone(self)))
     }
 
     /// The capture loop until cancelled: frames go to `controller` in order; the microphone
     /// state follows the stream; a failed or lost stream is opened again every 2 s.
     public func run(feeding controller: TalkController) async {
         var announcedFailure = false
-        while !Task.isCancelled {
+        while !Task.isCancelled && !state.withLock({ $0.stopped }) {
             let capture = PulseCapture(connection: connection, source: source)
             capture.onStatusChange = { [state, log] status in
                 state.withLock { $0.status = status.description }
@@ -93,7 +92,8 @@ public final class LiveAudio: Sendable {
             }
             // Straight from the sound server's thread into the talk loop's inbox (no hop between).
             capture.onFrame = { frame in controller.micFrame(frame.pcm, at: frame.recordedAt, followsGap: frame.followsGap) }
-            state.withLock { $0.capture = capture }
+            // stop() between the check above and here finds the capture and stops it.
+            guard state.withLock({ s in s.capture = capture; return !s.stopped }) else { break }
             do {
                 try await capture.start()
                 announcedFailure = false
@@ -105,7 +105,7 @@ public final class LiveAudio: Sendable {
                 } onCancel: {
                     capture.stop()
                 }
-                if Task.isCancelled { break }
+                if Task.isCancelled || state.withLock({ $0.stopped }) { break }
             } catch {
                 state.withLock { $0.status = "unavailable: \(error)" }
                 controller.setMicrophone(.unavailable("\(error)"))
@@ -122,14 +122,12 @@ public final class LiveAudio: Sendable {
         playback.stop()
     }
 
+    /// Ends the capture loop (`run` returns within its retry pause) and the playback.
     public func stop() {
-        let (capture, task) = state.withLock { s in
-            let r = (s.capture, s.task)
-            s.capture = nil
-            s.task = nil
-            return r
+        let capture = state.withLock { s in
+            defer { s.capture = nil; s.stopped = true }
+            return s.capture
         }
-        task?.cancel()
         capture?.stop()
         playback.stop()
     }

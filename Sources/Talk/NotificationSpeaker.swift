@@ -100,21 +100,16 @@ public actor NotificationSpeaker {
         continuation.onTermination = { reason in
             if case .cancelled = reason { ticket.cancelled.withLock { $0 = true } }
         }
-        if note.interrupts {
-            // Unstructured: an interrupting notification outlives its invoke's answer (issue 27 item 4).
-            Task {
-                continuation.yield(await self.deliver(note, ticket: ticket))
-                continuation.finish()
-            }
-        } else {
-            let previous = tail
-            // Unstructured: the chain of passive notifications outlives each invoke (issue 27 item 4).
-            tail = Task {
-                await previous?.value
-                continuation.yield(await self.deliver(note, ticket: ticket))
-                continuation.finish()
-            }
+        // An interrupting notification goes at once; an ordinary one after the one queued before it.
+        let previous = note.interrupts ? nil : tail
+        // Unstructured: a notification outlives the invoke that asked for it (a cancelled caller
+        // drops it only while it waits), and system.notify handlers run outside any service's group.
+        let job = Task {
+            await previous?.value
+            continuation.yield(await self.deliver(note, ticket: ticket))
+            continuation.finish()
         }
+        if !note.interrupts { tail = job }
         for await delivery in stream {
             return try Self.payload(delivery, note: note)
         }

@@ -1,7 +1,9 @@
 // Streams one capture into the gateway's transcription relay while it is being spoken:
 // talk.session.create, then appendAudio in the encoding the relay named (an Ogg Opus stream,
 // PCM16 or G.711 µ-law), about 100 ms a call, at most 4 calls in flight, whole Ogg pages per
-// call; close, then wait up to 5 s for the final transcript on talk.event.
+// call; close, then wait up to 5 s for the final transcript on talk.event. The owner runs `run()`
+// as a child task (the talk loop's capture executor): it opens the session and is the one sender;
+// an uplink nobody runs does both in `finish()`.
 
 import Audio
 import ClawvoiceCore
@@ -49,7 +51,15 @@ public actor RelayUplink {
     private var finalTranscript: String?
     private var transcriptArrived = false
     private var transcriptWaiters: [CheckedContinuation<Void, Never>] = []
-    private var createTask: Task<Void, Never>?
+    /// talk.session.create has begun / is over, and who waits for it to be over.
+    private var createStarted = false
+    private var createDone = false
+    private var createWaiters: [CheckedContinuation<Void, Never>] = []
+    /// A `run()` is the sender: `pump` wakes it. Without one, `finish` sends.
+    private var running = false
+    private let work = WakeLatch()
+    /// finish or cancel is through: `run()` returns.
+    private var ended = false
     private var closed = false
     /// Calls made, for tests and the bench: (timestamp, base64 length).
     public private(set) var sentCalls: [(Int64, Int)] = []
@@ -70,14 +80,38 @@ public actor RelayUplink {
     public var sessionId: String? { info?.sessionId }
     public var encoding: RelayInputEncoding? { info?.inputEncoding }
 
-    /// Opens the relay session in the background; frames appended meanwhile wait for it.
-    public func start() {
-        guard createTask == nil else { return }
-        // Unstructured: talk.session.create runs while frames are held; the uplink is owned by the talk loop's executor (issue 27 item 4).
-        createTask = Task { await self.create() }
+    /// Nothing to do before the first frame: the relay session opens in `run()` (or, for an
+    /// uplink nobody runs, in `finish()`); frames appended meanwhile wait for it.
+    public func start() {}
+
+    /// Opens the relay session, then sends each batch as it is queued, until `finish` or `cancel`
+    /// is through or the task is cancelled. Run by the uplink's owner as a child task.
+    public func run() async {
+        guard !createStarted else { return }
+        running = true
+        defer {
+            running = false
+            wakeIdle()  // a finish waiting for calls a cancelled run will not send
+        }
+        await create()
+        while !Task.isCancelled {
+            if !queue.isEmpty && failure == nil {
+                await drain()
+                continue
+            }
+            if ended || failure != nil { break }
+            await work.wait()
+        }
     }
 
     private func create() async {
+        createStarted = true
+        defer {
+            createDone = true
+            let waiters = createWaiters
+            createWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
         let methods = await channel.advertisedMethods()
         if !methods.isEmpty && !methods.contains(GatewayMethod.talkSessionCreate) {
             fail("the gateway offers no transcription relay")
@@ -193,19 +227,18 @@ public actor RelayUplink {
     /// One sender per stream: calls go on the wire strictly in queue order, up to
     /// `maxInFlight` of them awaiting their responses at once.
     private func pump() {
-        if sending { return }
+        guard running, !sending else { return }
         guard !queue.isEmpty, failure == nil else {
             if inFlight == 0 && queue.isEmpty { wakeIdle() }
             return
         }
-        sending = true
-        // Unstructured: the one sender of a capture's appends, restarted when frames arrive (issue 27 item 4).
-        Task { await self.drain() }
+        work.signal()
     }
 
     private var sending = false
 
     private func drain() async {
+        sending = true
         var window: [PendingResponse] = []
         while failure == nil {
             if !queue.isEmpty && window.count < limits.maxInFlight {
@@ -260,7 +293,12 @@ public actor RelayUplink {
     /// Ends the stream: last pages out, close, then the final transcript (≤ 5 s).
     public func finish() async -> Outcome {
         closed = true
-        await createTask?.value
+        defer { ended = true; work.signal() }
+        if !createStarted {
+            await create()
+        } else if !createDone {
+            await withCheckedContinuation { createWaiters.append($0) }
+        }
         if let failure { return .unavailable(failure) }
         guard let info else { return .unavailable("no relay session") }
         if case .ogg(let w)? = encoder {
@@ -271,7 +309,9 @@ public actor RelayUplink {
             pendingBytes += PCMBuffer(format: .voice, samples: r.flush()).bytes
         }
         flush(force: true)
-        if inFlight > 0 || !queue.isEmpty {
+        if !running {
+            if !queue.isEmpty { await drain() }
+        } else if inFlight > 0 || !queue.isEmpty {
             await withCheckedContinuation { idleWaiters.append($0) }
         }
         if let failure { return .unavailable(failure) }
@@ -301,6 +341,7 @@ public actor RelayUplink {
 
     /// Drops the stream (cancel or session switch) and closes the relay session if there is one.
     public func cancel() async {
+        defer { ended = true; work.signal() }
         closed = true
         queue.removeAll()
         failure = failure ?? "cancelled"

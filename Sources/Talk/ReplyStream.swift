@@ -1,6 +1,8 @@
 // Speaks one reply while it streams in: chat events → sentences → clips, the next sentence's
 // clip fetched while the current one plays, so the first words are heard before the reply
-// has finished. A stop (generation change) ends it; nothing late is played.
+// has finished. A stop (generation change) ends it; nothing late is played. Its owner (the talk
+// loop's reply executor) runs `run()` as a child task; the next sentence's clip is fetched by a
+// child of that.
 
 import Audio
 import ClawvoiceCore
@@ -16,8 +18,12 @@ public actor ReplyStream {
     private var splitter = SentenceSplitter()
     private var queue: [String] = []
     private var finished = false
-    private var waiter: CheckedContinuation<Void, Never>?
-    private var worker: Task<Void, Never>?
+    /// Wakes `run()` when text arrives or the reply is complete.
+    private let work = WakeLatch()
+    /// Text (or the end) has arrived: `run()` speaks, and `done()` waits for it.
+    private var started = false
+    private var ended = false
+    private var endWaiters: [WakeLatch] = []
     private var generation: Int?
     /// Reports of what was spoken, in order, for tests and the bench.
     public private(set) var spoken: [SpeechReport] = []
@@ -35,7 +41,7 @@ public actor ReplyStream {
     }
 
     /// A chat event of this run.
-    public func feed(_ event: ChatEvent) {
+    public func feed(_ event: ChatEvent) async {
         guard event.runId == runId, !finished else { return }
         var new: [String] = []
         switch event.state {
@@ -53,94 +59,103 @@ public actor ReplyStream {
         case .status:
             break
         }
-        enqueue(new)
+        await enqueue(new)
     }
 
     /// No more text will come (timeout): speak what is there.
-    public func close() {
+    public func close() async {
         guard !finished else { return }
-        enqueue(splitter.finish())
         finished = true
-        wake()
+        await enqueue(splitter.finish())
     }
 
     private var directiveAdopted = false
 
-    private func enqueue(_ new: [String]) {
+    private func enqueue(_ new: [String]) async {
         if !directiveAdopted, let d = splitter.directive {
             // Persistent directives change the voice for later replies too; `once` ones only this reply.
             directiveAdopted = true
-            let speech = self.speech
-            // Unstructured: a persistent voice directive applies beside the reply (issue 27 item 4).
-            Task { await speech.adopt(d) }
+            await speech.adopt(d)
         }
         sentences += new
         queue += new
-        if worker == nil && (!queue.isEmpty || finished) {
-            // Unstructured: the reply's speaker worker lives as long as the reply (issue 27 item 4).
-            worker = Task { await self.run() }
-        }
-        wake()
-    }
-
-    private func wake() {
-        let w = waiter
-        waiter = nil
-        w?.resume()
+        if !queue.isEmpty || finished { started = true }
+        work.signal()
     }
 
     private func next() async -> String? {
-        while queue.isEmpty && !finished {
-            await withCheckedContinuation { waiter = $0 }
-        }
+        while queue.isEmpty && !finished && !Task.isCancelled { await work.wait() }
         return queue.isEmpty ? nil : queue.removeFirst()
     }
 
-    /// Waits until everything queued has been spoken (or the stream was stopped).
-    public func done() async { await worker?.value }
+    /// Waits until everything queued has been spoken (or the stream was stopped); at once when
+    /// no text has arrived yet.
+    public func done() async {
+        while started && !ended && !Task.isCancelled {
+            let latch = WakeLatch()
+            endWaiters.append(latch)
+            await latch.wait()
+        }
+    }
+
+    private func end() {
+        ended = true
+        for latch in endWaiters { latch.signal() }
+        endWaiters.removeAll()
+    }
 
     /// Whether the reply's text is complete (final, aborted, error, or timed out).
     public var isFinished: Bool { finished }
 
-    private func run() async {
+    /// Speaks the reply as it streams in, from its first text to its end, a stop or the owner's
+    /// cancellation.
+    public func run() async {
+        defer { end() }
+        while !started && !Task.isCancelled { await work.wait() }
+        guard started else { return }
         let gen = await speech.currentGeneration
         generation = gen
         // One utterance from the first sentence to the last: queued announcements wait for the end.
         await speech.beginUtterance()
-        var prefetch: Task<SpeechOutput.Prepared, Never>?
-        while true {
-            let prepared: SpeechOutput.Prepared
-            if let p = prefetch { prepared = await p.value } else {
-                guard let sentence = await next() else { break }
-                prepared = await speech.prepare(sentence, route: route, directive: splitter.directive)
+        let (speech, route) = (self.speech, self.route)
+        await withTaskGroup(of: SpeechOutput.Prepared.self) { prefetch in
+            // Whether a child is fetching the next sentence's clip while the current one plays.
+            var fetching = false
+            while true {
+                let prepared: SpeechOutput.Prepared
+                if fetching, let p = await prefetch.next() { prepared = p } else {
+                    guard let sentence = await next() else { break }
+                    prepared = await speech.prepare(sentence, route: route, directive: splitter.directive)
+                }
+                fetching = false
+                guard await speech.currentGeneration == gen else { break }
+                // Fetch the following sentence while this one plays.
+                if let following = nextIfReady() {
+                    let directive = splitter.directive
+                    prefetch.addTask { await speech.prepare(following, route: route, directive: directive) }
+                    fetching = true
+                }
+                if firstAudioAt == nil { firstAudioAt = ContinuousClock.now }
+                currentStartedAt = ContinuousClock.now
+                let report = await speech.play(prepared, generation: gen)
+                if let start = currentStartedAt {
+                    playedMs += (ContinuousClock.now - start) / .milliseconds(1)
+                }
+                currentStartedAt = nil
+                spoken.append(report)
+                if report.outcome == .stopped || report.outcome == .failed && report.engine == "none" { break }
+                if !fetching, queue.isEmpty, finished { break }
+                if !fetching, let sentence = await next() {
+                    let directive = splitter.directive
+                    prefetch.addTask { await speech.prepare(sentence, route: route, directive: directive) }
+                    fetching = true
+                } else if !fetching {
+                    break
+                }
             }
-            prefetch = nil
-            guard await speech.currentGeneration == gen else { break }
-            // Fetch the following sentence while this one plays.
-            if let following = await nextIfReady() {
-                let directive = splitter.directive
-                // Unstructured: prefetch of the next sentence, cancelled with the reply (issue 27 item 4).
-                prefetch = Task { await self.speech.prepare(following, route: self.route, directive: directive) }
-            }
-            if firstAudioAt == nil { firstAudioAt = ContinuousClock.now }
-            currentStartedAt = ContinuousClock.now
-            let report = await speech.play(prepared, generation: gen)
-            if let start = currentStartedAt {
-                playedMs += (ContinuousClock.now - start) / .milliseconds(1)
-            }
-            currentStartedAt = nil
-            spoken.append(report)
-            if report.outcome == .stopped || report.outcome == .failed && report.engine == "none" { break }
-            if prefetch == nil, queue.isEmpty, finished { break }
-            if prefetch == nil, let sentence = await next() {
-                // Unstructured: prefetch of the next sentence, cancelled with the reply (issue 27 item 4).
-                prefetch = Task { await self.speech.prepare(sentence, route: self.route, directive: self.splitter.directive) }
-            } else if prefetch == nil {
-                break
-            }
+            prefetch.cancelAll()
+            await speech.endUtterance()
         }
-        prefetch?.cancel()
-        await speech.endUtterance()
     }
 
     private func nextIfReady() -> String? {

@@ -7,32 +7,21 @@ import ClawvoiceCore
 
 extension TalkController {
     /// Where `endCall` goes (the call service's hang-up).
-    public nonisolated func onCallEnd(_ hook: @escaping @Sendable (String) -> Void) async {
-        await onLoop { await $0.setOnEndCall(hook) }
-    }
-
-    private func setOnEndCall(_ hook: @escaping @Sendable (String) -> Void) { onEndCall = hook }
+    public func onCallEnd(_ hook: @escaping @Sendable (String) -> Void) async { await set(.onCallEnd(hook)) }
 
     /// Where the call's wake phrase (talk.callWakeWord) goes: the call service's start.
-    public nonisolated func onCallStart(_ hook: @escaping @Sendable (String) -> Void) async {
-        await onLoop { await $0.setOnStartCall(hook) }
-    }
-
-    private func setOnStartCall(_ hook: @escaping @Sendable (String) -> Void) { onStartCall = hook }
+    public func onCallStart(_ hook: @escaping @Sendable (String) -> Void) async { await set(.onCallStart(hook)) }
 
     /// Where the microphone's frames go during a call (not while muted).
-    public nonisolated func onCallFrames(_ hook: @escaping @Sendable (PCMBuffer) -> Void) async {
-        await onLoop { await $0.setOnCallFrame(hook) }
-    }
-    private func setOnCallFrame(_ hook: @escaping @Sendable (PCMBuffer) -> Void) { onCallFrame = hook }
+    public func onCallFrames(_ hook: @escaping @Sendable (PCMBuffer) -> Void) async { await set(.onCallFrame(hook)) }
 
     /// A call connected: it holds the room until `callEnded`.
-    public nonisolated func callStarted(id: String) async {
+    public func callStarted(id: String) async {
         send(.input(.callStarted(id: id)))
         await barrier()
     }
 
-    public nonisolated func callEnded(id: String) async {
+    public func callEnded(id: String) async {
         send(.input(.callEnded(id: id)))
         await barrier()
     }

@@ -4,7 +4,7 @@
 import GatewayProtocol
 
 extension TalkController {
-    /// One barrier item in the loop's inbox; `answered()` waits for it until the caller is cancelled.
+    /// One probe item in the loop's inbox; `answered()` waits for it until the caller is cancelled.
     public final class Probe: Sendable {
         fileprivate let latch = WakeLatch()
         fileprivate let done = Locked(false)
@@ -16,16 +16,18 @@ extension TalkController {
             await latch.wait()
             return done.value
         }
+        /// The loop took it.
+        func answer() {
+            done.withLock { $0 = true }
+            latch.signal()
+        }
     }
 
     /// Posts one probe. Ask again only once the last one is answered: a wedged loop then holds
     /// one probe, not one per period.
-    public nonisolated func probe() -> Probe {
+    public func probe() -> Probe {
         let p = Probe()
-        send(.call { _ in
-            p.done.withLock { $0 = true }
-            p.latch.signal()
-        })
+        send(.probe(p))
         return p
     }
 }

@@ -26,8 +26,8 @@ public actor TranscriptSync {
     private let channel: any OperatorChannel
     private let log: LogSink
     private let now: @Sendable () -> Int64
-    /// One refresh per session at a time; concurrent callers join it.
-    private var inFlight: [String: Task<[CachedMessage], any Error>] = [:]
+    /// One refresh per session at a time; concurrent callers wait for its result here.
+    private var inFlight: [String: [CheckedContinuation<Result<[CachedMessage], any Error>, Never>]] = [:]
 
     public init(store: ClawStore, gateway: String, channel: any OperatorChannel, log: LogSink,
                 now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }) {
@@ -42,22 +42,27 @@ public actor TranscriptSync {
     /// - Throws: the gateway's error (not connected, FORBIDDEN, timeout) or a `StoreError`;
     ///   the cache keeps its previous content then.
     public func refresh(sessionKey: String) async throws -> [CachedMessage] {
-        if let running = inFlight[sessionKey] { return try await running.value }
-        // Unstructured: shared by every caller refreshing the same session (inFlight).
-        let task = Task { [store, gateway, channel, now] in
+        if inFlight[sessionKey] != nil {
+            // Another caller is fetching this session: its result is ours.
+            return try await withCheckedContinuation { inFlight[sessionKey, default: []].append($0) }.get()
+        }
+        inFlight[sessionKey] = []
+        let result: Result<[CachedMessage], any Error>
+        do {
             let params: JSONValue = ["sessionKey": .string(sessionKey), "limit": .number(Double(Self.pageLimit))]
             let response = try await channel.request(GatewayMethod.chatHistory, params: params, timeoutMs: Self.requestTimeoutMs)
             let messages = Self.parse(history: response, sessionKey: sessionKey)
             try store.replaceCachedMessages(gateway: gateway, sessionKey: sessionKey, messages: messages, nowMs: now())
-            return messages
+            result = .success(messages)
+        } catch {
+            result = .failure(error)
         }
-        inFlight[sessionKey] = task
-        defer { inFlight[sessionKey] = nil }
-        do {
-            let messages = try await task.value
+        for waiter in inFlight.removeValue(forKey: sessionKey) ?? [] { waiter.resume(returning: result) }
+        switch result {
+        case .success(let messages):
             log.log(.debug, "history", "cached \(messages.count) messages of \(sessionKey)")
             return messages
-        } catch {
+        case .failure(let error):
             log.log(.info, "history", "chat.history for \(sessionKey) failed: \(error)")
             throw error
         }
