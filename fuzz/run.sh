@@ -40,7 +40,9 @@ fi
 # Each target compiles the library sources it fuzzes into its own module, so it sees the code
 # the app runs (internal declarations included) with no change to any public API.
 protocol_sources=(Sources/GatewayProtocol/*.swift)
-audio_sources=($(find Sources/Audio -name '*.swift' | sort))
+# Audio's files import ClawvoiceCore for the PCM values; its C-free audio part compiles in with
+# them, into a module of that name, so those imports name the module itself.
+audio_sources=($(find Sources/Audio Sources/ClawvoiceCore/Audio -name '*.swift' | sort))
 audio_flags=(-I Sources/CPulse -I Sources/COgg -I Sources/CSndFile -I Sources/COpus -I Sources/COpusEnc -I Sources/COpusFile
              -I Sources/CMpg123 -I Sources/CEspeak -I Sources/CSpeexDSP)
 for f in $(pkg-config --cflags-only-I opus libmpg123); do audio_flags+=(-Xcc "$f"); done
@@ -65,7 +67,7 @@ build() {
     echo "fuzz: building $bin" >&2
     case "$t" in
         clip|wake-wav)
-            swiftc -sanitize=fuzzer,address -parse-as-library -module-name "Fuzz_${t//-/_}" \
+            swiftc -sanitize=fuzzer,address -parse-as-library -module-name ClawvoiceCore -suppress-warnings \
                 "${audio_flags[@]}" "${linker[@]}" "${srcs[@]}" "${audio_libs[@]}" -o "$bin" ;;
         *)
             # Named GatewayProtocol so that `import GatewayProtocol` in NodeRuntime files compiled
