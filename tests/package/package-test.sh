@@ -22,7 +22,7 @@ ok() { echo "package-test: ok: $*"; }
 t0=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - t0 )) s"; }
 
-version=$(sed -n 's/^ *public static let current = "\([^"]*\)".*/\1/p' Sources/NodeRuntime/GatewayLink.swift)
+version=$(sed -n 's/^ *public static let current = "\([^"]*\)".*/\1/p' Sources/NodeRuntime/Version.swift)
 arch=$(dpkg --print-architecture)
 deb="clawvoice_${version}_${arch}.deb"
 [ -f "$deb" ] || fail "no $deb here: make deb builds it (make package-test runs it first)"
