@@ -7,10 +7,10 @@ import Discovery
 import Foundation
 import GatewayCrypto
 import GatewayProtocol
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 enum DiscoverCommand {

@@ -11,10 +11,10 @@ import GatewayProtocol
 import Store
 import WakeWord
 import WebSocketTransport
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 enum DoctorCommand {

@@ -8,10 +8,10 @@ import Foundation
 import GatewayCrypto
 import Store
 import Talk
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 enum ForgetCommand {

@@ -8,10 +8,10 @@ import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import WebSocketTransport
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 enum GatewayProbe {

@@ -6,10 +6,10 @@
 import ClawvoiceCore
 import Foundation
 import GatewayCrypto
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 /// Where the CLI reads secrets from; the real one reads files and standard input.

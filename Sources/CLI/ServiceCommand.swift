@@ -5,10 +5,10 @@
 import ClawvoiceCore
 import Foundation
 import GatewayCrypto
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 /// The user unit's text. config/clawvoice.service is this text for `%h/.local/bin/clawvoice`

@@ -6,10 +6,10 @@ import ClawvoiceCore
 import Foundation
 import GatewayCrypto
 import WebSocketTransport
-#if canImport(Glibc)
-import Glibc
 import NodeRuntime
 import Daemon
+#if canImport(Glibc)
+import Glibc
 #endif
 
 enum TLSTrust {

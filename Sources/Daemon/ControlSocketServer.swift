@@ -9,9 +9,9 @@ import Foundation
 import GatewayCrypto
 import GatewayProtocol
 import Synchronization
+import NodeRuntime
 #if canImport(Glibc)
 import Glibc
-import NodeRuntime
 #endif
 
 public final class ControlSocketServer: Service {

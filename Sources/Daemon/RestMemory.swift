@@ -15,9 +15,9 @@ import Foundation
 import GatewayCrypto
 import WebSocketTransport
 
+import NodeRuntime
 #if canImport(Glibc)
 import Glibc
-import NodeRuntime
 #endif
 
 /// When to release: after `restMs` without activity, once per rest.

@@ -255,8 +255,8 @@ public final class WakeDetector {
 /// The sigmoid of a head's logit, the score thresholds apply to.
 func wakeScore(logit: Float) -> Float { 1 / (1 + exp(-logit)) }
 
-#if canImport(Glibc)
 import ClawvoiceCore
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
