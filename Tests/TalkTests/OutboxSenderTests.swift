@@ -131,7 +131,15 @@ private final class OutboxRig: Sendable {
         #expect(await sender.snapshot().map(\.seq) == queued.map(\.seq))
 
         try await rig.gateway.start()
-        try await waitUntil("the outbox is empty") { await sender.snapshot().isEmpty }
+        do {
+            try await waitUntil("the outbox is empty", timeout: .seconds(30)) { await sender.snapshot().isEmpty }
+        } catch {
+            // Say what the queue and the sender were doing, so a rare timeout can be diagnosed.
+            let rows = await sender.snapshot().map { "\($0.seq) \($0.state) attempts \($0.attempts) next \($0.nextAttemptAtMs) error \($0.lastError ?? "-")" }
+            let lines = rig.log.all.withLock { $0.suffix(25) }
+            Issue.record("connected \(await rig.session.isConnected); queue \(rows); log \(lines)")
+            throw error
+        }
         await sender.stop()
 
         let order = await rig.gateway.requests().map(\.method).filter { $0 == "chat.send" || $0 == "chat.history" }
@@ -162,7 +170,7 @@ private final class OutboxRig: Sendable {
         let sender = rig.sender(channel: lossy)
         await sender.start()
         let item = try await sender.enqueue(sessionKey: "main", message: "say it once")
-        try await waitUntil("the outbox is empty") { await sender.snapshot().isEmpty }
+        try await waitUntil("the outbox is empty", timeout: .seconds(30)) { await sender.snapshot().isEmpty }
         await sender.stop()
 
         let keys = await rig.chatSends().compactMap { $0.params?["idempotencyKey"]?.stringValue }
