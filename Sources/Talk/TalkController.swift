@@ -33,6 +33,9 @@ public final class TalkController: Sendable {
         var lastSpeech: SpeechReport?
         var lastReply: ReplyStream?
         var muted = false
+        /// Nothing but the wake listener hears the microphone (idle, speaker silent, no call):
+        /// frames may reach the loop a few at a time (issue 25: one inbox hop per 80 ms, not 20).
+        var framesMayWait = false
     }
 
     /// One thing for the loop to take. Every kind is named: no closures run on the loop.
@@ -41,6 +44,8 @@ public final class TalkController: Sendable {
         /// `token`: drawn by the caller, so its cancellation can name the command (`invokeEnded`).
         case command(TalkMachine.Command, session: String?, token: Int, CheckedContinuation<TalkMachine.Answer, Never>)
         case frame(PCMBuffer, at: ContinuousClock.Instant, followsGap: Bool)
+        /// Frames held back while the loop said they may wait, in order.
+        case frames([HeldFrame])
         case event(EventFrame)
         /// A setting or a hook of the loop's (not a machine input).
         case setting(Setting)
@@ -94,6 +99,8 @@ public final class TalkController: Sendable {
     let post: AsyncStream<Item>.Continuation
     let published: Locked<Snapshot>
     private let tokens = Locked(0)
+    /// Frames the capture thread holds back while they may wait (only `micFrame` touches them).
+    let held = Locked<[HeldFrame]>([])
 
     /// `clock`: the loop's time (the continuous clock unless a test drives it).
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
@@ -191,8 +198,27 @@ extension TalkController {
     /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
     /// `followsGap`: the capture lost audio before this frame (the sound server came back).
     public func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now, followsGap: Bool = false) {
-        send(.frame(frame, at: at, followsGap: followsGap))
+        let mayWait = published.withLock { $0.framesMayWait }
+        let batch = held.withLock { h -> [HeldFrame]? in
+            h.append(HeldFrame(pcm: frame, at: at, followsGap: followsGap))
+            guard !mayWait || h.count >= Self.idleBatch else { return nil }
+            defer { h.removeAll(keepingCapacity: true) }
+            return h
+        }
+        guard let batch else { return }
+        if batch.count == 1 { send(.frame(frame, at: at, followsGap: followsGap)) } else { send(.frames(batch)) }
     }
+
+    /// A microphone frame the capture thread held back.
+    struct HeldFrame: Sendable {
+        let pcm: PCMBuffer
+        let at: ContinuousClock.Instant
+        let followsGap: Bool
+    }
+
+    /// Frames per inbox item while only the wake listener hears them (80 ms: one wake front-end hop).
+    static let idleBatch = 4
+
     public func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
     /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.
     public func handle(_ event: EventFrame) { send(.event(event)) }

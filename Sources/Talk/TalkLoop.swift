@@ -42,6 +42,8 @@ final class TalkLoop {
     let ears: Ears
     var answers: [Int: CheckedContinuation<TalkMachine.Answer, Never>] = [:]
     var armedAtMs: Int64?
+    /// The speaker as the last frame found it (for the snapshot's framesMayWait).
+    var speakerPlaying = false
     var onEvent: (@Sendable (TalkEvent) -> Void)?
     var onEndCall: (@Sendable (String) -> Void)?
     var onStartCall: (@Sendable (String) -> Void)?
@@ -102,8 +104,12 @@ final class TalkLoop {
             let capturing: Bool
             if case .capturing = machine.phase { capturing = true } else { capturing = false }
             let voice = ears.voiceProbability(heard, followsGap: gap, muted: machine.muted, capturing: capturing, config: config)
-            await step(.frame(heard, speaker: await replies.speakerState(), voice: voice), detectorFrame: cleaned.detector)
+            let speaker = await replies.speakerState()
+            speakerPlaying = speaker.playing
+            await step(.frame(heard, speaker: speaker, voice: voice), detectorFrame: cleaned.detector)
             ears.endOfFrame()
+        case .frames(let frames):
+            for f in frames { await process(.frame(f.pcm, at: f.at, followsGap: f.followsGap)) }
         case .event(let event):
             await gatewayEvent(event)
         case .setting(let setting):
@@ -151,6 +157,8 @@ final class TalkLoop {
     func publish() {
         let m = machine
         let (silence, wake) = (config.silenceTimeoutMs, ears.wakeStatus)
+        var mayWait = !machine.callMicrophoneOpen && !speakerPlaying
+        if case .idle = machine.phase {} else { mayWait = false }
         handle.published.withLock { s in
             switch m.phase {
             case .idle: s.phase = .idle
@@ -166,6 +174,7 @@ final class TalkLoop {
             s.wake = wake
             s.wake?.muted = m.muted
             s.muted = m.muted
+            s.framesMayWait = mayWait
         }
     }
 
