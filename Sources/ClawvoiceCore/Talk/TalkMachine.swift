@@ -1,8 +1,8 @@
 // Every decision of the talk turn, as a pure value: push-to-talk and wake captures, the
-// loudspeaker gate and barge-in, the replies being followed, the session switch and the
-// timers. Inputs are events (commands, microphone frames with the speaker's state, relay and
-// outbox results, chat events, session changes, ticks) with the time as a number; outputs
-// are actions that TalkController carries out. No I/O, no clock reads, no tasks: every
+// loudspeaker gate and barge-in, the replies being followed, the speaker (+Speaker.swift), the
+// session switch and the timers. Inputs are events (commands, microphone frames, relay and
+// outbox results, chat events, Listen and notifications, clip ends, ticks) with the time as a
+// number; outputs are actions that the talk loop's executors carry out. No I/O, no clock reads, no tasks: every
 // interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs, and
 // so is the gateway giving up on an invoked command (its cancel or its timeout).
 
