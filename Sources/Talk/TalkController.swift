@@ -36,6 +36,9 @@ public final class TalkController: Sendable {
         /// Nothing but the wake listener hears the microphone (idle, speaker silent, no call):
         /// frames may reach the loop a few at a time (issue 25: one inbox hop per 80 ms, not 20).
         var framesMayWait = false
+        var listening: String?
+        var lastListen: (messageId: String, report: SpeechReport)?
+        var speaker = TalkMachine.Playing.nothing
     }
 
     /// One thing for the loop to take. Every kind is named: no closures run on the loop.
@@ -58,7 +61,10 @@ public final class TalkController: Sendable {
         case chime(CheckedContinuation<PCMBuffer?, Never>)
         // Executor results.
         case captureDone(id: String, TalkMachine.Finished, note: [UInt8]?, timing: CaptureTiming)
-        case replySpoken(SpeechReport)
+        /// A followed reply's stream ended; `report`: its last sentence's (nil: nothing was spoken).
+        case replySpoken(runId: String, SpeechReport?)
+        /// Listen and notifications (TalkController+Speaker.swift).
+        case speaker(SpeakerItem)
         case timerFired
     }
 
@@ -101,6 +107,8 @@ public final class TalkController: Sendable {
     private let tokens = Locked(0)
     /// Frames the capture thread holds back while they may wait (only `micFrame` touches them).
     let held = Locked<[HeldFrame]>([])
+    /// A fresh number for a command or a notification.
+    func nextToken() -> Int { tokens.withLock { $0 += 1; return $0 } }
 
     /// `clock`: the loop's time (the continuous clock unless a test drives it).
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
@@ -134,6 +142,7 @@ public final class TalkController: Sendable {
         case .probe(let p): p.answer()
         case .stopSpeaking(let c): c.resume(returning: false)
         case .chime(let c): c.resume(returning: nil)
+        case .speaker(let s): s.refuse()
         default: break
         }
     }
@@ -152,7 +161,7 @@ extension TalkController {
     /// gateway's node.invoke.cancel or timeout, `InvokeSignal` says which) is an input of its
     /// own: the machine decides what it means for the turn the command waits for, and answers.
     private func command(_ c: TalkMachine.Command, session: String? = nil) async -> TalkMachine.Answer {
-        let token = tokens.withLock { $0 += 1; return $0 }
+        let token = nextToken()
         let signal = InvokeSignal.current
         let ended: @Sendable () -> Void = { [self] in send(.input(.invokeEnded(token: token, signal?.reason ?? .cancelled))) }
         return await withTaskCancellationHandler {
