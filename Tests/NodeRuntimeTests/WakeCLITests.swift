@@ -139,7 +139,9 @@ struct SoundServerProcess {
     @Test(arguments: [
         (["wake", "listen", "--seconds", "0"], "--seconds needs a positive number"),
         (["wake", "listen", "--sensitivity", "2"], "--sensitivity needs a number from 0 to 1"),
-        (["wake", "hear"], "the action is `detect` or `listen`"),
+        (["wake", "hear"], "the action is `detect`, `listen`, `enroll` or `status`"),
+        (["wake", "enroll"], "wake enroll needs the trigger"),
+        (["wake", "enroll", "openclaw", "--takes", "1"], "--takes needs a whole number from 3 to 20"),
     ])
     func `bad wake flags are usage errors`(args: [String], message: String) async throws {
         let o = try await CLIEnvironment().run(args)
