@@ -151,7 +151,7 @@ struct SoundServerProcess {
 
     @Test func `status names each trigger without a model with the command that trains it`() {
         let wake: JSONValue = ["enabled": true, "state": "listening", "triggers": ["openclaw", "hey robot"],
-                               "listening": ["openclaw"], "detections": 2, "lastPhrase": "openclaw", "lastOutcome": "queued",
+                               "listening": ["openclaw"], "enrolled": ["openclaw"], "detections": 2, "lastPhrase": "openclaw", "lastOutcome": "queued",
                                "routing": ["openclaw": "agent:main:kitchen"],
                                "missing": [["phrase": "hey robot", "command": "make wake-model TRIGGER=\"hey robot\"",
                                             "message": "no model"]]]
@@ -160,6 +160,7 @@ struct SoundServerProcess {
         #expect(text.contains("  mic       running\n"), "\(text)")
         #expect(text.contains("  wake      listening for openclaw; 2 wakes, last \"openclaw\" → queued"), "\(text)")
         #expect(text.contains("\"openclaw\" goes to agent:main:kitchen"), "\(text)")
+        #expect(text.contains("            enrolled (tuned to this household's takes): openclaw"), "\(text)")
         #expect(text.contains("\"hey robot\" has no model → make wake-model TRIGGER=\"hey robot\""), "\(text)")
         #expect(!text.contains("button"), "no button configured: no line")
         #expect(CLI.formatStatus(["gateway": ["name": "home", "url": "wss://gw"], "wake": "off"]).contains("  wake      off"))
