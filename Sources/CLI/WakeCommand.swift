@@ -38,8 +38,9 @@ public enum WakeCommand {
                 from then on a trigger said in one of these voices also wakes the node when the model alone
                 would have missed it, while other speech wakes it no more often than before
                 (models/EVALUATION.md, "Enrollment"). Say it as you would to wake the node: at your usual
-                distance and voice; several people may each give takes (run it again with more --takes).
-                The daemon uses the enrollment from its next start (systemctl --user restart clawvoice).
+                distance and voice. For several people, take turns in one run (--takes 10: five each);
+                enrolling again replaces the earlier takes.
+                The daemon uses the enrollment from its next start (`systemctl --user restart clawvoice`).
                 enroll TRIGGER --reset removes the takes and the enrollment: the model alone again.
                 status lists each trigger's model and whether it is enrolled. `wake detect` and `wake listen`
                 use the enrollments too; with --scores, `near` is each enrolled trigger's similarity to the takes.
@@ -49,7 +50,7 @@ public enum WakeCommand {
                 Options:
                   --input FILE.wav     detect: the recording to check
                   --scores             detect: also print every step's scores (every 80 ms), for threshold sweeps
-                  --source NAME        listen: the PulseAudio source (default audio.source, else the default source)
+                  --source NAME        listen, enroll: the PulseAudio source (default audio.source, else the default source)
                   --seconds N          listen: stop after N seconds
                   --phrases a,b        only these phrases
                   --sensitivity 0..1   0.5 uses each model's trained threshold; higher wakes more easily
