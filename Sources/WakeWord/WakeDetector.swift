@@ -115,7 +115,8 @@ public final class WakeDetector {
     public var thresholdRelief: Float = 0
     /// Per model, the household's takes (`wake enroll`): a step over the enrollment's floor whose
     /// window is near a take counts as over the threshold (WakeEnrollment's rule). Set with `enroll`.
-    public private(set) var enrollments: [WakeEnrollment?]
+    public var enrollments: [WakeEnrollment?] { verifiers.map { $0?.enrollment } }
+    private var verifiers: [WakeVerifier?]
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
 
@@ -144,7 +145,7 @@ public final class WakeDetector {
         heads = models.map { WakeHead(model: $0) }
         scoreBuffer = [Float](repeating: 0, count: models.count)
         thresholdLogits = thresholds.map(Self.logit)
-        enrollments = [WakeEnrollment?](repeating: nil, count: models.count)
+        verifiers = [WakeVerifier?](repeating: nil, count: models.count)
     }
 
     /// Uses `list[i]` for model i (nil: none). Enrollments that do not fit their model
@@ -156,9 +157,9 @@ public final class WakeDetector {
             let e = i < list.count ? list[i] : nil
             if let e, let why = e.mismatch(with: models[i]) {
                 problems.append("the enrollment of \"\(models[i].phrase)\" is not used: \(why)")
-                enrollments[i] = nil
+                verifiers[i] = nil
             } else {
-                enrollments[i] = e
+                verifiers[i] = e.flatMap { WakeVerifier($0, model: models[i]) }
             }
         }
         return problems
@@ -166,11 +167,13 @@ public final class WakeDetector {
 
     /// Model i's window (its head's input) against its enrollment's takes.
     private func nearest(_ i: Int) -> Float {
-        guard let e = enrollments[i] else { return -1 }
-        let n = e.windowEmbeddings * e.embeddingSize
-        return frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h in
-            e.nearest(UnsafeBufferPointer(rebasing: h[(h.count - n)...]))
+        guard var v = verifiers[i] else { return -1 }
+        let n = v.enrollment.windowEmbeddings * v.enrollment.embeddingSize
+        let s = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h in
+            v.nearest(UnsafeBufferPointer(rebasing: h[(h.count - n)...]))
         }
+        verifiers[i] = v
+        return s
     }
 
     static func logit(_ p: Float) -> Float {
@@ -240,7 +243,7 @@ public final class WakeDetector {
         }
         let ms = positionMilliseconds
         if let onScores {
-            let near: [Float?] = enrollments.indices.map { enrollments[$0] == nil ? nil : nearest($0) }
+            let near: [Float?] = verifiers.indices.map { verifiers[$0] == nil ? nil : nearest($0) }
             onScores(StepScores(ms: ms, scores: scoreBuffer, nearest: near))
         }
         if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
@@ -265,7 +268,7 @@ public final class WakeDetector {
     /// enrollment's floor with the window near a take.
     private func isOver(_ i: Int, _ relief: Float) -> Bool {
         if relief == 0 ? scoreBuffer[i] >= thresholds[i] : Self.logit(scoreBuffer[i]) >= thresholdLogits[i] - relief { return true }
-        guard let e = enrollments[i] else { return false }
+        guard let e = verifiers[i]?.enrollment else { return false }
         return e.over(score: scoreBuffer[i], threshold: .infinity, similarity: { nearest(i) })
     }
 

@@ -1,8 +1,8 @@
 // WakeEnrollment: a household's own takes of one trigger (`clawvoice wake enroll`), kept as the
 // windows of front-end embeddings the trigger's head read at each take's best step. The rule: a
 // step is over the bar when the head's score reaches the model's threshold, or when it reaches
-// a lower floor AND the window the head reads now is close (cosine) to one of the takes'. Pure
-// values; the file lives under the node's state directory (WakeEnrollmentStore).
+// a lower floor AND the window the head reads now is close to one of the takes' (WakeVerifier
+// measures how close). Pure values; the file lives under the state directory (WakeEnrollmentStore).
 
 import Foundation
 
@@ -20,16 +20,16 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
     public var embeddingSize: Int
     /// Score (0…1) a step needs before its window is compared with the takes.
     public var floor: Double
-    /// Cosine similarity (−1…1) to the nearest take's window that lets a step over the floor count.
+    /// Similarity (−1…1, WakeVerifier.nearest) to the takes that lets a step over the floor count.
     public var similarity: Double
-    /// One window per take, unit length, oldest embedding first.
+    /// One window per take, as the head read it (windowEmbeddings × embeddingSize, oldest first).
     public var templates: [[Float]]
     /// The take files beside the enrollment, for people (and `wake status`).
     public var takes: [String]
 
     /// The rule's defaults, chosen on held-out voices (models/EVALUATION.md, "Enrollment").
-    public static let defaultFloor = 0.1
-    public static let defaultSimilarity = 0.8
+    public static let defaultFloor = 0.6
+    public static let defaultSimilarity = 0.88
 
     public init(phrase: String, frontEndSHA256: String, windowEmbeddings: Int, embeddingSize: Int,
                 floor: Double = defaultFloor, similarity: Double = defaultSimilarity, templates: [[Float]], takes: [String]) {
@@ -39,7 +39,7 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
         self.embeddingSize = embeddingSize
         self.floor = floor
         self.similarity = similarity
-        self.templates = templates.map(Self.unit)
+        self.templates = templates
         self.takes = takes
     }
 
@@ -58,22 +58,6 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
         return nil
     }
 
-    /// The highest cosine similarity between `window` (windowEmbeddings × embeddingSize floats,
-    /// oldest first) and any take's window.
-    public func nearest(_ window: UnsafeBufferPointer<Float>) -> Float {
-        var norm: Float = 0
-        for v in window { norm += v * v }
-        guard norm > 0 else { return -1 }
-        let scale = 1 / norm.squareRoot()
-        var best: Float = -1
-        for t in templates where t.count == window.count {
-            var dot: Float = 0
-            for i in 0..<t.count { dot += t[i] * window[i] }
-            best = max(best, dot * scale)
-        }
-        return best
-    }
-
     /// The rule for one step: over the model's threshold, or over the floor and near a take.
     /// `similarity` is asked only when the score is between the floor and the threshold.
     public func over(score: Float, threshold: Float, similarity near: () -> Float) -> Bool {
@@ -82,10 +66,6 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
         return Double(near()) >= similarity
     }
 
-    static func unit(_ x: [Float]) -> [Float] {
-        let n = x.reduce(Float(0)) { $0 + $1 * $1 }.squareRoot()
-        return n > 0 ? x.map { $0 / n } : x
-    }
 }
 
 extension WakeEnrollment {

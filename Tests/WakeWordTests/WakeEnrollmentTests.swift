@@ -26,13 +26,13 @@ import Testing
         #expect(asked == 2, "under the floor the similarity is not computed either")
     }
 
-    @Test func `nearest is the best cosine similarity over the takes`() {
-        let e = enrollment([[2, 0], [0, 3]])
-        #expect(e.templates == [[1, 0], [0, 1]], "takes are kept at unit length")
-        let s = [Float(3), 4].withUnsafeBufferPointer { e.nearest($0) }
+    @Test func `each view's similarity is the best cosine over the takes`() {
+        let units = [[Float(2), 0], [0, 3]].map(WakeVerifier.unit)
+        #expect(units == [[1, 0], [0, 1]])
+        let s = [Float(3), 4].withUnsafeBufferPointer { WakeVerifier.bestCosine(units, $0) }
         #expect(abs(s - 0.8) < 1e-6)
-        #expect([Float(-1), 0].withUnsafeBufferPointer { e.nearest($0) } == 0)
-        #expect([Float(0), 0].withUnsafeBufferPointer { e.nearest($0) } == -1, "a silent window is near nothing")
+        #expect([Float(-1), 0].withUnsafeBufferPointer { WakeVerifier.bestCosine(units, $0) } == 0)
+        #expect([Float(0), 0].withUnsafeBufferPointer { WakeVerifier.bestCosine(units, $0) } == -1, "a silent window is near nothing")
     }
 
     @Test func `an enrollment that does not fit its model says why and is not used`() throws {

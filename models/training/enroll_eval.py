@@ -14,9 +14,10 @@ runs alone.
 
 Choosing without peeking: two folds. Fold A chooses floor and similarity on awb (awb's events,
 the first half of negatives.wav and of near-misses.wav) and reports on rms (rms's events, the
-second halves); fold B the other way round. The choice: fewest misses on the choosing voice with
-no more false wakes (negatives + near-miss wakes, its halves) than without enrollment, summed over
-the three triggers; ties go to the higher floor and similarity. The takes: the voice's first five
+second halves); fold B the other way round. The choice: fewest misses on the choosing voice with,
+for every trigger, no more false wakes on its half of the negatives than without enrollment (the
+done-when's measure; near-miss wakes are reported, not constrained); ties go to the higher floor
+and similarity. One floor and similarity for all three triggers. The takes: the voice's first five
 clean events of the trigger, cut 1.4 s before to 0.4 s after the trigger's end; those five events
 are not scored.
 """
@@ -37,7 +38,7 @@ TRIGGERS = ["openclaw", "claude", "computer"]
 VOICES = ["awb", "rms"]
 SR, STEP_MS, TAKES = 16000, 80, 5
 FLOORS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
-SIMS = [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
+SIMS = [0.5, 0.6, 0.7, 0.75, 0.8, 0.82, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.9, 0.92, 0.94, 0.96]
 
 
 def log(msg):
@@ -81,6 +82,18 @@ def windows(emb, zero, w):
     return hist[idx].reshape(len(emb), -1)
 
 
+def feature(x, kind, head=None, W=16):
+    """The verifier's view of windows (steps, W*96): raw, centred in time per dimension (the
+    window's own mean embedding removed: what stays the same through the window, the voice and
+    the room, goes; how the sound moves stays), or the head's first hidden layer (all members)."""
+    if kind == "raw":
+        return x
+    if kind == "centred":
+        y = x.reshape(len(x), W, -1)
+        return (y - y.mean(axis=1, keepdims=True)).reshape(len(x), -1)
+    return np.concatenate([x @ m[0][0].T + m[0][1] for m in head.members], axis=1)
+
+
 def unit(x):
     return x / (np.linalg.norm(x, axis=-1, keepdims=True) + 1e-9)
 
@@ -105,6 +118,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--eval-dir", default=os.path.join(HERE, "eval-flite"))
     ap.add_argument("--cache", default=os.path.join(HERE, ".cache", "enroll"))
+    ap.add_argument("--feature", default="both", choices=["raw", "centred", "hidden", "both"])
+    ap.add_argument("--explore", action="store_true", help="print every floor and similarity tried")
     args = ap.parse_args()
     meta = json.load(open(os.path.join(args.eval_dir, "meta.json")))
     os.makedirs(args.cache, exist_ok=True)
@@ -139,11 +154,17 @@ def main():
                 clip = audio[t][end - int(1.4 * SR):end + int(0.4 * SR)]
                 x = windows(fe.embed(clip), zero, W)
                 temps.append(x[int(np.argmax(heads[t].scores(x)))])
-            enrolled[(v, t)] = unit(np.array(temps))
+            enrolled[(v, t)] = np.array(temps)
+
+    def similarity(x, v, t):
+        """Per window, the nearest take's cosine in the chosen view ("both": the lower of raw and hidden)."""
+        kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
+        out = [(unit(feature(x, k, heads[t], W)) @ unit(feature(enrolled[(v, t)], k, heads[t], W)).T).max(axis=1) for k in kinds]
+        return np.minimum.reduce(out)
     sims = {}
     for (v, t), temps in enrolled.items():
         for n, x in streams.items():
-            sims[(v, t, n)] = (unit(x) @ temps.T).max(axis=1)
+            sims[(v, t, n)] = np.concatenate([similarity(x[a:a + 8192], v, t) for a in range(0, len(x), 8192)])
     log("scores and similarities ready")
 
     def figures(v, t, floor, sim, neg_half):
@@ -167,7 +188,10 @@ def main():
         for floor in FLOORS:
             for sim in SIMS:
                 f = {t: figures(choose, t, floor, sim, ch_half) for t in TRIGGERS}
-                if sum(x[2] + x[4] for x in f.values()) > fw0:
+                if args.explore:
+                    print(choose, floor, sim, "missed", [x[0] for x in f.values()], "false", [x[2] for x in f.values()],
+                          "near", [x[4] for x in f.values()], "before", [(b[0], b[2], b[4]) for b in before.values()], flush=True)
+                if any(f[t][2] > before[t][2] for t in TRIGGERS):
                     continue
                 key = (sum(x[0] for x in f.values()), -floor, -sim)
                 if best is None or key < best[0]:
