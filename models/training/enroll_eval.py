@@ -4,13 +4,14 @@ before and after, and false wakes per hour on the held-out negatives before and 
 
     make wake-eval-enroll      (= .venv/bin/python models/training/enroll_eval.py)
 
-The rule is the Swift one (Sources/WakeWord/WakeEnrollment.swift), replayed here on the numpy
-front end (frontend.py, the reference the Swift front end matches) and the shipped heads: a step
-counts as over the bar when the head's score reaches the model's threshold, OR when it reaches a
-lower floor AND the 16-embedding window the head reads is within a cosine similarity of one of
-the enrolled takes' windows (each take's window at its best-scoring step, as `wake enroll` keeps
-them). The model's consecutive steps and a 2 s refractory apply as in the detector; each trigger
-runs alone.
+The rule is the Swift one (Sources/WakeWord/WakeEnrollment.swift, WakeVerifier.swift), replayed
+here on the numpy front end (frontend.py, the reference the Swift front end matches) and the
+shipped heads: a step counts as over the bar when the head's score reaches the model's threshold,
+OR when it reaches a lower floor AND the 16-embedding window the head reads is close to the takes:
+the lower of two best cosines over the takes, one on the raw window and one on the head's first
+layer (--feature both; raw, hidden and centred are the views it was chosen over). Each take's
+window is the one at its best-scoring step, as `wake enroll` keeps them. The model's consecutive
+steps and a 2 s refractory apply as in the detector; each trigger runs alone.
 
 Choosing without peeking: two folds. Fold A chooses floor and similarity on awb (awb's events,
 the first half of negatives.wav and of near-misses.wav) and reports on rms (rms's events, the
