@@ -320,6 +320,7 @@ public final class NodeDaemon: Sendable {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             wake.sensitivity = config.wake.sensitivity
             wake.chime = config.wake.chime
+            wake.stateDir = paths.stateDir
             await talk.enableWake(wake)
         }
         // What `volume` left: our stream comes back at its level (muting is restored at init).
