@@ -27,6 +27,23 @@ import Testing
     }
 
     /// Plays `parts` into the virtual microphone, 1.5 s of silence after each.
+    /// A private sound server and `wake enroll openclaw --takes 3` listening to its microphone.
+    static func startEnroll(wait seconds: Int) async throws -> (CLIEnvironment, SoundServerProcess, Spawned) {
+        try #require(FileManager.default.fileExists(atPath: models + "/openclaw.json"), "models/openclaw.json is missing")
+        let env = try CLIEnvironment()
+        let pulse = try await SoundServerProcess.start(in: env.scratch)
+        var enrollEnv = env
+        enrollEnv.extra["PULSE_SERVER"] = pulse.server
+        do {
+            let enroll = try enrollEnv.spawn(["wake", "enroll", "openclaw", "--takes", "3", "--wait", "\(seconds)",
+                                              "--source", "cv_mic.monitor", "--models", models])
+            return (env, pulse, enroll)
+        } catch {
+            pulse.stop()
+            throw error
+        }
+    }
+
     static func play(_ parts: [[Int16]], pulse: SoundServerProcess, env: CLIEnvironment, name: String) throws {
         let gap = [Int16](repeating: 0, count: 24_000)
         let audio = parts.reduce([Int16](repeating: 0, count: 8000)) { $0 + $1 + gap }
@@ -36,14 +53,8 @@ import Testing
     }
 
     @Test func `three takes said into the microphone are kept, used by wake detect, shown by status and removed by reset`() async throws {
-        try #require(FileManager.default.fileExists(atPath: Self.models + "/openclaw.json"), "models/openclaw.json is missing")
-        let env = try CLIEnvironment()
-        let pulse = try await SoundServerProcess.start(in: env.scratch)
+        let (env, pulse, enroll) = try await Self.startEnroll(wait: 30)
         defer { pulse.stop() }
-        var enrollEnv = env
-        enrollEnv.extra["PULSE_SERVER"] = pulse.server
-        let enroll = try enrollEnv.spawn(["wake", "enroll", "openclaw", "--takes", "3", "--wait", "30", "--source", "cv_mic.monitor",
-                                          "--models", Self.models])
         let asked = await eventually(.seconds(15)) { enroll.stdout.contains("Take 1 of 3: say \"openclaw\" now.") }
         #expect(asked, "\(enroll.stdout)\n\(enroll.stderr)")
         try Self.play(try Self.takes(), pulse: pulse, env: env, name: "takes.wav")
@@ -88,14 +99,8 @@ import Testing
     }
 
     @Test func `a silent wait and a clipped take are refused with their lines and asked for again`() async throws {
-        try #require(FileManager.default.fileExists(atPath: Self.models + "/openclaw.json"), "models/openclaw.json is missing")
-        let env = try CLIEnvironment()
-        let pulse = try await SoundServerProcess.start(in: env.scratch)
+        let (env, pulse, enroll) = try await Self.startEnroll(wait: 2)
         defer { pulse.stop() }
-        var enrollEnv = env
-        enrollEnv.extra["PULSE_SERVER"] = pulse.server
-        let enroll = try enrollEnv.spawn(["wake", "enroll", "openclaw", "--takes", "3", "--wait", "2", "--source", "cv_mic.monitor",
-                                          "--models", Self.models])
         // Nothing is played at first: the first take is a silent one.
         let silent = await eventually(.seconds(20)) { enroll.stdout.contains("take 1 refused: heard nothing for 2 s") }
         #expect(silent, "\(enroll.stdout.suffix(800))\n\(enroll.stderr)")
