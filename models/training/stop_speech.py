@@ -6,10 +6,10 @@ the release Swift detector (`clawvoice wake detect`, the stop head alone) and wr
     models/training/.venv/bin/python models/training/stop_speech.py [--models DIR --label NAME]
 
   the user    flite awb / rms only (held out), a new speaker per event, a test room on a third
-  the node    held-out docstring sentences by espeak-ng (3 in 4; the node's synthesiser) or Piper
-              joe (1 in 4; a stand-in for a gateway's voice), through a loudspeaker band and a test
-              room: the residual echo, with the word 5 / 10 / 15 / 20 dB above it
-  false stops 1 h of that node speech alone (and evaluate.py's flite speech, reported there)
+  the node    held-out docstring sentences by espeak-ng (the node's own synthesiser; its training
+              voices at 140-210 wpm), through a loudspeaker band and a test room: the residual
+              echo, with the word 5 / 10 / 15 / 20 dB above it
+  false stops 0.5 h of that node speech alone (and evaluate.py's flite speech, reported there)
 Each --label's figures are kept in eval-stop-speech/result-<label>.json; the section lists them all.
 """
 import argparse
@@ -36,17 +36,14 @@ log = evaluate.log
 
 
 class NodeVoice:
-    """The node's speech: espeak-ng (its training voices, 140-210 wpm) or Piper joe."""
+    """The node's speech: espeak-ng, its own synthesiser (the training voices, 140-210 wpm)."""
 
     def __init__(self):
-        import voices
-        self.espeak, self.piper = speech.Espeak(), voices.PiperEngine()
+        self.espeak = speech.Espeak()
 
     def say(self, rng, text):
-        if rng.random() < 0.75:
-            a = self.espeak.synth(text, voice=str(rng.choice(speech.TRAIN_VOICES)), rate=int(rng.uniform(140, 210)))
-            return a.astype(float), "espeak-ng"
-        return self.piper.render(text, rng).astype(float), "piper"
+        a = self.espeak.synth(text, voice=str(rng.choice(speech.TRAIN_VOICES)), rate=int(rng.uniform(140, 210)))
+        return a.astype(float), "espeak-ng"
 
 
 def echo_path(rng, x):
@@ -76,7 +73,7 @@ def level(rng, x):
 def build(out, rng, events, hours):
     flite, node = evaluate.Flite(), NodeVoice()
     sentences = [s for s in speech.docstring_sentences("test") if not speech.contains_trigger(s, ["stop"])]
-    log(f"{len(sentences)} held-out sentences; the user: flite {evaluate.EVAL_VOICES}; the node: espeak-ng, piper")
+    log(f"{len(sentences)} held-out sentences; the user: flite {evaluate.EVAL_VOICES}; the node: espeak-ng")
     parts, ends, infos, t = [], [], [], 0
     for k in range(events):
         bg, eng = node_stretch(rng, node, sentences, rng.uniform(6, 9))
@@ -157,8 +154,8 @@ def section(out):
          "", "```", ".venv/bin/python stop_speech.py --models DIR --label NAME     # DIR holds frontend.json and stop.json", "```", "",
          f"- the user: flite `awb` / `rms` only, {meta['over-speech']['events'].__len__()} \"stop\"s, a new speaker each "
          "(duration 0.8–1.3, pitch ×0.8–1.3), a test room on a third",
-         "- the node: held-out docstring sentences by espeak-ng (3 in 4, the node's synthesiser) or Piper joe (1 in 4, a "
-         "stand-in for a gateway's voice), through a loudspeaker band (200–7000 Hz) and a test room; the word **5, 10, 15 "
+         "- the node: held-out docstring sentences by espeak-ng (the node's own synthesiser; its six training voices at "
+         "140–210 wpm), through a loudspeaker band (200–7000 Hz) and a test room; the word **5, 10, 15 "
          "or 20 dB above that residual echo** in equal shares (the linear canceller's measured ERLE is 24–42 dB: 5 dB is a "
          "user about 20 dB quieter than the echo at the microphone); pink room noise 35 dB below the word",
          f"- false stops: **{hours:.2f} h of the node's speech alone**, the same echo path, at speaking level (peak −20…−4 dBFS: "
@@ -195,7 +192,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "eval-stop-speech"))
     ap.add_argument("--seed", type=int, default=2233)
     ap.add_argument("--events", type=int, default=200)
-    ap.add_argument("--hours", type=float, default=1.0)
+    ap.add_argument("--hours", type=float, default=0.5)
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION-stop.md"))
     ap.add_argument("--build-only", action="store_true")
     args = ap.parse_args()
