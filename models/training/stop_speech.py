@@ -150,8 +150,10 @@ def section(out):
     rows.sort(key=lambda r: (r.get("order", 9), r["label"]))
     L = [SECTION, "",
          "The condition the stop word is for (issue 22, item 6; the rule: models/training/RULE-STOP-V2.md): \"stop\" said",
-         "over the node's own speech as the echo canceller leaves it. Regenerate with (in models/training, after `swift build -c release`):",
-         "", "```", ".venv/bin/python stop_speech.py --models DIR --label NAME     # DIR holds frontend.json and stop.json", "```", "",
+         "over the node's own speech as the echo canceller leaves it. Regenerate with (in models/training, after `swift build -c release`;",
+         "the set is built once into eval-stop-speech/, about a minute; each label's row is kept there and listed here):",
+         "", "```", ".venv/bin/python stop_speech.py --label \"shipped: recipe v1, --negatives-scale 0.4\" --order 1   # the head in models/",
+         ".venv/bin/python stop_speech.py --models DIR --label NAME                                  # DIR: frontend.json and stop.json", "```", "",
          f"- the user: flite `awb` / `rms` only, {meta['over-speech']['events'].__len__()} \"stop\"s, a new speaker each "
          "(duration 0.8–1.3, pitch ×0.8–1.3), a test room on a third",
          "- the node: held-out docstring sentences by espeak-ng (the node's own synthesiser; its six training voices at "
