@@ -272,6 +272,50 @@ def negatives(feat, rng, near, pool, noise, counts):
     return ex.arrays()
 
 
+def node_speech(rng, pool, n):
+    """n samples of the node's own voice as the microphone hears it after the echo canceller:
+    sentences back to back, through a loudspeaker (band limit and colouring) and a training room."""
+    seg, total = [], 0
+    while total < n:
+        u = pool[rng.integers(len(pool))].astype(np.float64)
+        seg += [u, np.zeros(int(rng.uniform(0.1, 0.6) * 16000))]
+        total += len(u) + len(seg[-1])
+    x = np.concatenate(seg)
+    o = rng.integers(0, len(x) - n + 1)
+    x = x[o:o + n]
+    from scipy.signal import butter
+    b, a = butter(2, [rng.uniform(120, 350) / 8000, rng.uniform(3500, 7500) / 8000], "band")
+    x = random_eq(rng, lfilter(b, a, x)) if rng.random() < 0.7 else lfilter(b, a, x)
+    return augment.reverberate(x, augment.train_rir(rng, (0.15, 0.7)))
+
+
+# --over-speech: the trigger said over the node's own speech at this many dB above it
+OVER_SPEECH_SNR = (-2.0, 20.0)
+
+
+def over_speech(feat, rng, clips, own_pool, pool, noise, n, n_neg):
+    """The stop word's condition: the trigger said while the node speaks, over what is left of
+    its voice after the echo canceller (node_speech: its own voice, espeak-ng, two times in
+    three, any training voice otherwise), trigger-to-echo ratio OVER_SPEECH_SNR, a little room
+    noise; and n_neg canvases of that speech alone (negatives, kind 3)."""
+    ex, t0 = Examples(), time.time()
+    quiet = [np.zeros(1, np.int16)]                   # place() adds no speech before or after
+    for i in range(n + n_neg):
+        bg = node_speech(rng, own_pool if rng.random() < 2 / 3 else pool, CANVAS_SAMPLES)
+        if i < n:
+            w, end = place(rng, clips[rng.integers(len(clips))], CANVAS_SAMPLES, rng.uniform(1.1, 3.1), quiet)
+            if rng.random() < 0.5:
+                w = augment.reverberate(w, augment.train_rir(rng, (0.15, 0.7)))[:CANVAS_SAMPLES]
+            active = np.abs(w) > 1e-3 * (np.max(np.abs(w)) + 1e-9)
+            p_w = np.mean(w[active] ** 2) if active.any() else 1e-9
+            x = w + bg * np.sqrt(p_w / ((np.mean(bg ** 2) + 1e-12) * 10 ** (rng.uniform(*OVER_SPEECH_SNR) / 10)))
+        else:
+            x, end = bg, None
+        ex.add(feat, finish(rng, x, noise, snr=(10.0, 40.0), clean=0.3, room=0.0), end, 0 if i < n else 3)
+        progress("over the node's speech", i, n + n_neg, t0)
+    return ex.arrays()
+
+
 def partials(feat, rng, clips, pool, noise, n):
     ex, t0 = Examples(), time.time()
     for i in range(n):

@@ -23,7 +23,7 @@ import real
 import render
 import voices
 from canvas import (FIRST_STEP, HARD, KINDS, STEP_S, STEPS, Featurizer, Noise, cached, canvas_engines, human_negatives,
-                    mining_stream, negatives, partials, positives, validation_stream)
+                    mining_stream, negatives, over_speech, partials, positives, validation_stream)
 from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_kokoro, render_kokoro_pool, render_mining_pool,
                     render_pool, render_trigger)
 
@@ -144,6 +144,7 @@ def recipe_name(args, wide_changed):
         (5, args.hard > 0, f"--hard {args.hard}"),
         (6, args.kokoro > 0, f"--kokoro {args.kokoro}"),
         (7, args.near_weight > 1, f"--near-weight {args.near_weight}"),
+        (10, args.over_speech > 0, f"--over-speech {args.over_speech}"),
         (9, args.real_negatives > 0, f"--real-negatives {args.real_negatives}"
                                      + (f" --real-exclude {args.real_exclude}" if args.real_exclude else "")),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
@@ -182,6 +183,8 @@ def main():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
+    ap.add_argument("--over-speech", type=int, default=0, help="extra trigger canvases said over the node's own speech "
+                    "(espeak-ng, as the echo canceller leaves it), and half as many of that speech alone (the stop word: issue 22)")
     ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
                     "(candidate recipe v7 for openclaw, whose threshold rule v2's near-miss limit sets: 3; 1: recipe v4)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
@@ -240,13 +243,14 @@ def main():
                                  + [a for t in ktrig for a in ("--trigger", t)])
         log(f"kokoro: rendering in the background (pid {kproc.pid})")
     engines = voices.engines()
-    pool, vpool, clips, near = [], [], {}, []
+    pool, vpool, clips, near, pool_of = [], [], {}, [], {}
     tag = pool_tag(trigger)
     if tag:
         log(f"{trigger!r} occurs in the shared sentences: they are left out, and this training builds its own "
             f"negatives and validation stream (caches *{tag})")
     for eng in engines:
-        pool += render_pool(eng, trigger=trigger)
+        pool_of[eng.name] = render_pool(eng, trigger=trigger)
+        pool += pool_of[eng.name]
         vpool += render_pool(eng, 400, "val", trigger=trigger)
         own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
@@ -340,6 +344,11 @@ def main():
         if args.hold_out:
             eng_parts[len(parts) - 1] = canvas_engines(ck(f"hard-{stem}-p{args.hard}"), clips, np.random.default_rng(seed + 27),
                                                        pool, noise, int(args.hard * sc), wide=False, cond=HARD)
+    if args.over_speech > 0:  # the stop word's condition: said over the node's own voice (espeak-ng)
+        feat_os = Featurizer(fe, np.random.default_rng(seed + 49))
+        parts.append(cached(ck(f"overspeech-{stem}-p{args.over_speech}{tag}"), lambda: over_speech(
+            feat_os, np.random.default_rng(seed + 47), all_clips, pool_of["espeak-ng"], pool, noise,
+            int(args.over_speech * sc), int(args.over_speech * sc) // 2)))
     if args.human > 0:
         recs = human.recordings(args.cache_dir, log)
         if recs:
