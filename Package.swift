@@ -83,7 +83,12 @@ let package = Package(
 )
 
 // The Swift settings every Swift target is built with. ExistentialAny: an existential says `any`.
-// (MemberImportVisibility and InternalImportsByDefault wait until the module moves of issue 27 land.)
+// MemberImportVisibility: a file uses only the members of modules it imports itself.
+// (InternalImportsByDefault waits for the next step.)
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
 for target in package.targets where target.type != .system && target.name != "CWebRTCAudio" {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("ExistentialAny")]
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

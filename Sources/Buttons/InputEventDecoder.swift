@@ -4,6 +4,7 @@
 
 internal import CEvdev
 import ClawvoiceCore
+import Glibc
 
 /// One evdev event: what a single `struct input_event` record holds.
 public struct InputEvent: Sendable, Equatable, CustomStringConvertible {

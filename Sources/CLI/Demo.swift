@@ -12,6 +12,7 @@ import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import NodeRuntime
+import Realtime
 import Store
 import Talk
 

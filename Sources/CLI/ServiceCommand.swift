@@ -7,6 +7,7 @@ import Foundation
 import GatewayCrypto
 import NodeRuntime
 import Daemon
+import Store
 #if canImport(Glibc)
 import Glibc
 #endif

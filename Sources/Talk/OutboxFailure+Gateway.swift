@@ -3,6 +3,7 @@
 
 import ClawvoiceCore
 import GatewayClient
+import GatewayProtocol
 
 extension OutboxFailure {
     /// Sorts an error from `OperatorChannel.request`.

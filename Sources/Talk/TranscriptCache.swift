@@ -2,6 +2,7 @@
 // one replacing write to the store. The CLI reads the store directly; this actor is the only
 // writer in the daemon. It also finds the message `clawvoice listen` asks for.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol
