@@ -84,10 +84,12 @@ let package = Package(
 
 // The Swift settings every Swift target is built with. ExistentialAny: an existential says `any`.
 // MemberImportVisibility: a file uses only the members of modules it imports itself.
-// (InternalImportsByDefault waits for the next step.)
+// InternalImportsByDefault: a plain `import` is internal; `public import X` only where the
+// module's public API shows X's types (docs/ARCHITECTURE.md, "Imports").
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 for target in package.targets where target.type != .system && target.name != "CWebRTCAudio" {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings

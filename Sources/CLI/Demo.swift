@@ -7,7 +7,7 @@ import Audio
 import Daemon
 import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway

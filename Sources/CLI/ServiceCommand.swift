@@ -3,7 +3,7 @@
 // path, linger); the executor only writes the unit and runs `systemctl --user`.
 
 import ClawvoiceCore
-import Foundation
+public import Foundation
 import GatewayCrypto
 import NodeRuntime
 import Daemon

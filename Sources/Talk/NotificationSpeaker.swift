@@ -17,8 +17,8 @@
 
 import Synchronization
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 
 /// Speaks `system.notify` notifications through the shared SpeechOutput.
 public actor NotificationSpeaker {

@@ -3,10 +3,10 @@
 // writer in the daemon. It also finds the message `clawvoice listen` asks for.
 
 import ClawvoiceCore
-import Foundation
-import GatewayClient
-import GatewayProtocol
-import Store
+public import Foundation
+public import GatewayClient
+public import GatewayProtocol
+public import Store
 
 /// Refreshes cached sessions from `chat.history` and looks messages up for Listen.
 ///

@@ -44,7 +44,8 @@ let package = Package(
 )
 for target in package.targets {
     // The main Package.swift's Swift settings, so the core builds here as it does there.
-    target.swiftSettings = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+    target.swiftSettings = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility"),
+                            .enableUpcomingFeature("InternalImportsByDefault")]
 }
 SWIFT
 
