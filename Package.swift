@@ -1,5 +1,6 @@
 // swift-tools-version:6.0
 // clawvoice: a Linux voice node for OpenClaw gateways. See README.md and the design notes.
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -91,6 +92,17 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
+// The signal paths (the core's endpointer and machines, the audio edge, the echo front end, the
+// wake detector) are optimized in debug builds too: the tests push minutes of audio through them,
+// and at -Onone that CPU was most of `make test`'s rounds (issue 27: EchoRoomTests and
+// WakeWordTests took 74 s of CPU, 13.5 s optimized). To step through them line by line, build
+// with CLAWVOICE_ONONE=1 in the environment.
+let optimizedInDebug: Set<String> = ["ClawvoiceCore", "Audio", "AudioFrontEnd", "WakeWord"]
+let optimizeInDebug = ProcessInfo.processInfo.environment["CLAWVOICE_ONONE"] == nil
+for target in package.targets where optimizeInDebug && optimizedInDebug.contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"], .when(configuration: .debug))]
+}
+
 for target in package.targets where target.type != .system && target.name != "CWebRTCAudio" {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

@@ -96,6 +96,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var modelsDirectory = ""
     /// Trigger → the command that trains it, for each trigger without a model.
     public var missingModels: [String: String] = [:]
+    /// Triggers with household takes (`wake enroll`).
+    public var enrolled: [String] = []
     /// nil: no gateway paired.
     public var gatewayName: String?
     public var gatewayURL: String?
@@ -189,6 +191,11 @@ public enum Doctor {
                 out.append(DoctorCheck("wake-models", false, "no wake model for \"\(t)\" (a trigger from \(f.triggersFrom)) in \(f.modelsDirectory)",
                                        fix: f.missingModels[t]! + ", or set wake.modelsDirectory"))
             }
+        }
+        if f.wakeEnabled {
+            out.append(DoctorCheck("wake-enrolled", true, f.enrolled.isEmpty
+                ? "no trigger enrolled (optional: `clawvoice wake enroll TRIGGER` tunes one to your household's voices)"
+                : "enrolled (tuned to this household's takes): \(f.enrolled.joined(separator: ", ")); `clawvoice wake status` says more"))
         }
         // Gateway.
         if let name = f.gatewayName, let url = f.gatewayURL {

@@ -95,6 +95,7 @@ enum DoctorCommand {
             f.triggersFrom = status == nil ? "the defaults (the daemon is not running to ask the gateway)" : "the defaults"
         }
         for m in WakeModelCatalog(directory: f.modelsDirectory).resolve(f.triggers).missing { f.missingModels[m.phrase] = m.command }
+        f.enrolled = WakeEnrollmentStore(stateDir: paths.stateDir).enrolledPhrases()
 
         // The gateway, as `run` would pick it, without changing the store.
         f.stateDir = paths.stateDir

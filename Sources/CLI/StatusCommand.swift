@@ -86,6 +86,10 @@ enum StatusCommand {
         for (trigger, session) in (w["routing"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             lines.append("            \"\(trigger)\" goes to \(session.stringValue ?? "?")")
         }
+        let enrolled = (w["enrolled"]?.arrayValue ?? []).compactMap(\.stringValue)
+        if !enrolled.isEmpty {
+            lines.append("            enrolled (tuned to this household's takes): \(enrolled.joined(separator: ", "))")
+        }
         for m in w["missing"]?.arrayValue ?? [] {
             lines.append("            \"\(m["phrase"]?.stringValue ?? "?")\" has no model → \(m["command"]?.stringValue ?? "")")
         }

@@ -1,5 +1,6 @@
 // `clawvoice wake detect`: the wake detector over a WAV file, one JSON line per wake (and per
-// step with --scores), for checking models and sweeping thresholds without a microphone.
+// step with --scores), for checking models and sweeping thresholds without a microphone; `wake
+// listen` the same live; the `enroll` and `status` actions are WakeEnrollCommand's.
 
 import Audio
 import ClawvoiceCore
@@ -12,10 +13,13 @@ import NodeRuntime
 import WakeWord
 
 public enum WakeCommand {
-    static let command = CLI.Command(name: "wake", abstract: "Check wake words: over a sound file, or live from the microphone.",
+    static let command = CLI.Command(name: "wake", abstract: "Check wake words (over a sound file, or live) and tune them to your voices (enroll).",
                 usage: """
                 clawvoice wake detect --input FILE.wav [--phrases a,b] [--scores] [--sensitivity 0..1] [--models DIR]
                        clawvoice wake listen [--source NAME] [--seconds N] [--phrases a,b] [--sensitivity 0..1] [--models DIR]
+                       clawvoice wake enroll TRIGGER [--takes N] [--source NAME] [--wait SECONDS] [--models DIR]
+                       clawvoice wake enroll TRIGGER --reset
+                       clawvoice wake status [--phrases a,b] [--models DIR]
                 """,
                 details: """
                 detect reads a sound file (WAV of any depth or float, FLAC, AIFF, Ogg Vorbis…: what libsndfile
@@ -27,27 +31,47 @@ public enum WakeCommand {
                   level  -31 dBFS  openclaw 0.02  claude 0.91 *
                 Each detection is the same JSON line as detect's. Ctrl-C (or --seconds) ends it.
                 Try it to see how far away and how loud a wake still works.
+                enroll teaches the node your household's voices for one trigger: it asks you to say the
+                trigger 5 times (--takes), one take at a time, with a live level meter; each take is cut
+                at your pause and checked (a silent, too quiet or clipped take is refused with what to do,
+                and asked for again). The takes are kept in the state directory (wake-enroll/TRIGGER/), and
+                from then on a trigger said in one of these voices also wakes the node when the model alone
+                would have missed it, while other speech wakes it no more often than before
+                (models/EVALUATION.md, "Enrollment"). Say it as you would to wake the node: at your usual
+                distance and voice. For several people, take turns in one run (--takes 10: five each);
+                enrolling again replaces the earlier takes.
+                The daemon uses the enrollment from its next start (`systemctl --user restart clawvoice`).
+                enroll TRIGGER --reset removes the takes and the enrollment: the model alone again.
+                status lists each trigger's model and whether it is enrolled. `wake detect` and `wake listen`
+                use the enrollments too; with --scores, `near` is each enrolled trigger's similarity to the takes.
                 Phrases default to the gateway's defaults (openclaw, claude, computer); a phrase without a
                 trained model is named with the command that trains it: make wake-model TRIGGER="phrase".
 
                 Options:
                   --input FILE.wav     detect: the recording to check
                   --scores             detect: also print every step's scores (every 80 ms), for threshold sweeps
-                  --source NAME        listen: the PulseAudio source (default audio.source, else the default source)
+                  --source NAME        listen, enroll: the PulseAudio source (default audio.source, else the default source)
                   --seconds N          listen: stop after N seconds
                   --phrases a,b        only these phrases
                   --sensitivity 0..1   0.5 uses each model's trained threshold; higher wakes more easily
+                  --takes N            enroll: how many good takes to keep (default 5, 3-20)
+                  --wait SECONDS       enroll: how long to wait for each take before asking again (default 8)
+                  --reset              enroll: remove the trigger's takes and enrollment
                   --models DIR         where models are (default wake.modelsDirectory, CLAWVOICE_MODELS_DIR,
                                        share/clawvoice/models beside the binary, or models/ beside the build)
                 """, flags: ["--input": true, "--phrases": true, "--scores": false, "--sensitivity": true, "--models": true,
-                             "--source": true, "--seconds": true],
-                maxPositionals: 1)
+                             "--source": true, "--seconds": true, "--takes": true, "--wait": true, "--reset": false],
+                maxPositionals: 2)
 
     static func run(_ p: CLI.Parsed, config: ClawConfig, paths: RuntimePaths, log: LogSink, environment: [String: String]) async throws -> Int32 {
         let action = p.positionals.first ?? ""
-        guard action == "detect" || action == "listen" else {
-            throw CLI.UsageError(description: "wake: the action is `detect` or `listen` (see `clawvoice wake --help`)")
+        guard ["detect", "listen", "enroll", "status"].contains(action) else {
+            throw CLI.UsageError(description: "wake: the action is `detect`, `listen`, `enroll` or `status` (see `clawvoice wake --help`)")
         }
+        if action == "enroll" || action == "status" {
+            return try await WakeEnrollCommand.run(action, p, config: config, paths: paths)
+        }
+        guard p.positionals.count == 1 else { throw CLI.UsageError(description: "wake \(action) takes no \(p.positionals[1])") }
         let phrases = p.flags["--phrases"].map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         var sensitivity = 0.5
         if let s = p.flags["--sensitivity"] {
@@ -61,13 +85,13 @@ public enum WakeCommand {
                 guard let v = Double(s), v > 0 else { throw CLI.UsageError(description: "wake listen: --seconds needs a positive number, got \(s)") }
                 seconds = v
             }
-            return try await WakeCommand.listen(phrases: phrases, modelsDirectory: models, sensitivity: sensitivity,
+            return try await WakeCommand.listen(phrases: phrases, modelsDirectory: models, sensitivity: sensitivity, stateDir: paths.stateDir,
                                                 source: p.flags["--source"] ?? config.audio.source, seconds: seconds,
                                                 terminal: isatty(STDOUT_FILENO) == 1, say: { CLI.say($0) })
         }
         guard let input = p.flags["--input"] else { throw CLI.UsageError(description: "wake detect needs --input FILE.wav") }
         return try WakeCommand.detect(input: input, phrases: phrases, scores: p.flags["--scores"] != nil,
-                                      modelsDirectory: models, sensitivity: sensitivity, say: { CLI.say($0) })
+                                      modelsDirectory: models, sensitivity: sensitivity, stateDir: paths.stateDir, say: { CLI.say($0) })
     }
 
     /// One line for a file the command cannot use.
@@ -86,14 +110,27 @@ public enum WakeCommand {
     ///   - sensitivity: 0…1; 0.5 uses each model's trained threshold.
     /// - Returns: the exit status (0).
     public static func detect(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
-                              sensitivity: Double, say: @Sendable (String) -> Void) throws -> Int32 {
+                              sensitivity: Double, stateDir: String? = nil, say: @Sendable (String) -> Void) throws -> Int32 {
         try withoutActuallyEscaping(say) { say in
-            try run(input: input, phrases: phrases, scores: scores, modelsDirectory: modelsDirectory, sensitivity: sensitivity, say: say)
+            try run(input: input, phrases: phrases, scores: scores, modelsDirectory: modelsDirectory, sensitivity: sensitivity,
+                    stateDir: stateDir, say: say)
+        }
+    }
+
+    /// Gives `detector` the enrollments kept under `stateDir` (`wake enroll`), saying on stderr
+    /// which are used and why any is not.
+    static func useEnrollments(_ detector: WakeDetector, stateDir: String?) {
+        guard let stateDir else { return }
+        let (list, problems) = WakeEnrollmentStore(stateDir: stateDir).enrollments(for: detector.models)
+        for line in problems + detector.enroll(list) { FileHandle.standardError.write(Data("clawvoice: \(line)\n".utf8)) }
+        for (i, e) in detector.enrollments.enumerated() {
+            guard let e else { continue }
+            FileHandle.standardError.write(Data("clawvoice: \(detector.models[i].phrase) is enrolled (\(e.templates.count) takes in \(WakeEnrollmentStore(stateDir: stateDir).triggerDirectory(e.phrase)))\n".utf8))
         }
     }
 
     private static func run(input: String, phrases: [String]?, scores: Bool, modelsDirectory: String,
-                            sensitivity: Double, say: @escaping @Sendable (String) -> Void) throws -> Int32 {
+                            sensitivity: Double, stateDir: String?, say: @escaping @Sendable (String) -> Void) throws -> Int32 {
         guard (0...1).contains(sensitivity) else {
             throw InputError(description: "--sensitivity must be between 0 and 1, got \(sensitivity)")
         }
@@ -121,6 +158,7 @@ public enum WakeCommand {
             throw InputError(description: "cannot use \(input): \(error)")
         }
         let detector = WakeDetector(models: models, sensitivity: sensitivity)
+        useEnrollments(detector, stateDir: stateDir)
         let names = models.map { jsonString($0.phrase) }
         let onScores: ((WakeDetector.StepScores) -> Void)? = scores ? { step in
             var line = "{\"ms\":\(step.ms),\"scores\":{"
@@ -128,7 +166,8 @@ public enum WakeCommand {
                 if i > 0 { line += "," }
                 line += names[i] + ":" + String(format: "%.5f", s)
             }
-            say(line + "}}")
+            let near = step.nearest.enumerated().compactMap { i, v in v.map { names[i] + ":" + String(format: "%.4f", $0) } }
+            say(line + "}" + (near.isEmpty ? "" : ",\"near\":{" + near.joined(separator: ",") + "}") + "}")
         } : nil
         func feed(_ voice: [Int16]) {
             // In 20 ms pieces, as the capture delivers them, so the file path is the streaming path.
@@ -162,7 +201,7 @@ public enum WakeCommand {
     /// 0.91 *`, a star at or over threshold); on a `terminal` the level is a bar and each reading
     /// replaces the last in place. Each wake is the same JSON line `detect` prints. Runs for
     /// `seconds`, or until the capture ends when nil.
-    public static func listen(phrases: [String]?, modelsDirectory: String, sensitivity: Double, source: String?,
+    public static func listen(phrases: [String]?, modelsDirectory: String, sensitivity: Double, stateDir: String? = nil, source: String?,
                               seconds: Double?, intervalMilliseconds: Int = 250, server: String? = nil, terminal: Bool = false,
                               say: @escaping @Sendable (String) -> Void) async throws -> Int32 {
         guard (0...1).contains(sensitivity) else {
@@ -191,6 +230,7 @@ public enum WakeCommand {
         }
         FileHandle.standardError.write(Data("clawvoice: listening for \(models.map(\.phrase).joined(separator: ", ")) on \(source ?? "the default source"); Ctrl-C ends\n".utf8))
         let detector = WakeDetector(models: models, sensitivity: sensitivity)
+        useEnrollments(detector, stateDir: stateDir)
         let thresholds = detector.thresholds
         let names = models.map(\.phrase)
         var peak = [Float](repeating: 0, count: models.count)

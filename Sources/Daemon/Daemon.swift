@@ -123,10 +123,10 @@ public final class NodeDaemon: Sendable {
                                                 playback: audio.playback, reference: echo, talk: talk, bus: bus, log: log) : nil
         latestConfig = Mutex(config)
         self.talk = talk
-        self.listen = ListenPlayer(speech: speech)
+        // Listen and spoken notifications play through the talk loop's speaker (its machine decides).
+        self.listen = ListenPlayer(talk: talk)
         // Spoken notifications (config talk.speakNotifications); a passive one waits for the user to finish.
-        let notifications = NotificationSpeaker(speech: speech, enabled: config.talk.speakNotifications,
-                                                userTalking: { talk.phase != .idle })
+        let notifications = NotificationSpeaker(talk: talk, enabled: config.talk.speakNotifications)
         self.notifications = notifications
         headsetKnown = config.audio.headset != nil
         (events, eventSink) = AsyncStream.makeStream(of: (SessionRole, EventFrame).self, bufferingPolicy: .bufferingNewest(1024))
@@ -320,6 +320,7 @@ public final class NodeDaemon: Sendable {
             var wake = WakeConfig(modelsDirectory: config.wake.modelsDirectory ?? WakeModelCatalog.defaultDirectory())
             wake.sensitivity = config.wake.sensitivity
             wake.chime = config.wake.chime
+            wake.stateDir = paths.stateDir
             await talk.enableWake(wake)
         }
         // What `volume` left: our stream comes back at its level (muting is restored at init).

@@ -33,6 +33,12 @@ public final class TalkController: Sendable {
         var lastSpeech: SpeechReport?
         var lastReply: ReplyStream?
         var muted = false
+        /// Nothing but the wake listener hears the microphone (idle, speaker silent, no call):
+        /// frames may reach the loop a few at a time (issue 25: one inbox hop per 80 ms, not 20).
+        var framesMayWait = false
+        var listening: String?
+        var lastListen: (messageId: String, report: SpeechReport)?
+        var speaker = TalkMachine.Playing.nothing
     }
 
     /// One thing for the loop to take. Every kind is named: no closures run on the loop.
@@ -41,6 +47,8 @@ public final class TalkController: Sendable {
         /// `token`: drawn by the caller, so its cancellation can name the command (`invokeEnded`).
         case command(TalkMachine.Command, session: String?, token: Int, CheckedContinuation<TalkMachine.Answer, Never>)
         case frame(PCMBuffer, at: ContinuousClock.Instant, followsGap: Bool)
+        /// Frames held back while the loop said they may wait, in order.
+        case frames([HeldFrame])
         case event(EventFrame)
         /// A setting or a hook of the loop's (not a machine input).
         case setting(Setting)
@@ -53,7 +61,10 @@ public final class TalkController: Sendable {
         case chime(CheckedContinuation<PCMBuffer?, Never>)
         // Executor results.
         case captureDone(id: String, TalkMachine.Finished, note: [UInt8]?, timing: CaptureTiming)
-        case replySpoken(SpeechReport)
+        /// A followed reply's stream ended; `report`: its last sentence's (nil: nothing was spoken).
+        case replySpoken(runId: String, SpeechReport?)
+        /// Listen and notifications (TalkController+Speaker.swift).
+        case speaker(SpeakerItem)
         case timerFired
     }
 
@@ -94,6 +105,10 @@ public final class TalkController: Sendable {
     let post: AsyncStream<Item>.Continuation
     let published: Locked<Snapshot>
     private let tokens = Locked(0)
+    /// Frames the capture thread holds back while they may wait (only `micFrame` touches them).
+    let held = Locked<[HeldFrame]>([])
+    /// A fresh number for a command or a notification.
+    func nextToken() -> Int { tokens.withLock { $0 += 1; return $0 } }
 
     /// `clock`: the loop's time (the continuous clock unless a test drives it).
     public init(channel: any OperatorChannel, speech: SpeechOutput, config: TalkConfig, log: LogSink,
@@ -127,6 +142,7 @@ public final class TalkController: Sendable {
         case .probe(let p): p.answer()
         case .stopSpeaking(let c): c.resume(returning: false)
         case .chime(let c): c.resume(returning: nil)
+        case .speaker(let s): s.refuse()
         default: break
         }
     }
@@ -145,7 +161,7 @@ extension TalkController {
     /// gateway's node.invoke.cancel or timeout, `InvokeSignal` says which) is an input of its
     /// own: the machine decides what it means for the turn the command waits for, and answers.
     private func command(_ c: TalkMachine.Command, session: String? = nil) async -> TalkMachine.Answer {
-        let token = tokens.withLock { $0 += 1; return $0 }
+        let token = nextToken()
         let signal = InvokeSignal.current
         let ended: @Sendable () -> Void = { [self] in send(.input(.invokeEnded(token: token, signal?.reason ?? .cancelled))) }
         return await withTaskCancellationHandler {
@@ -191,8 +207,27 @@ extension TalkController {
     /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
     /// `followsGap`: the capture lost audio before this frame (the sound server came back).
     public func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now, followsGap: Bool = false) {
-        send(.frame(frame, at: at, followsGap: followsGap))
+        let mayWait = published.withLock { $0.framesMayWait }
+        let batch = held.withLock { h -> [HeldFrame]? in
+            h.append(HeldFrame(pcm: frame, at: at, followsGap: followsGap))
+            guard !mayWait || h.count >= Self.idleBatch else { return nil }
+            defer { h.removeAll(keepingCapacity: true) }
+            return h
+        }
+        guard let batch else { return }
+        if batch.count == 1 { send(.frame(frame, at: at, followsGap: followsGap)) } else { send(.frames(batch)) }
     }
+
+    /// A microphone frame the capture thread held back.
+    struct HeldFrame: Sendable {
+        let pcm: PCMBuffer
+        let at: ContinuousClock.Instant
+        let followsGap: Bool
+    }
+
+    /// Frames per inbox item while only the wake listener hears them (80 ms: one wake front-end hop).
+    static let idleBatch = 4
+
     public func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
     /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.
     public func handle(_ event: EventFrame) { send(.event(event)) }

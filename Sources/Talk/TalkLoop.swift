@@ -42,12 +42,19 @@ final class TalkLoop {
     let ears: Ears
     var answers: [Int: CheckedContinuation<TalkMachine.Answer, Never>] = [:]
     var armedAtMs: Int64?
+    /// The speaker as the last frame found it (for the snapshot's framesMayWait).
+    var speakerPlaying = false
     var onEvent: (@Sendable (TalkEvent) -> Void)?
     var onEndCall: (@Sendable (String) -> Void)?
     var onStartCall: (@Sendable (String) -> Void)?
     var onCallFrame: (@Sendable (PCMBuffer) -> Void)?
     /// The last warning logged, for the `error` event of an error cue.
     var lastWarning: String?
+    /// Who waits for the speaker (TalkLoop+Speaker.swift): a Listen message's end, by generation;
+    /// a notification's, by id; and the route each notification asked for.
+    var listenWaiters: [Int: [CheckedContinuation<SpeechReport?, Never>]] = [:]
+    var noticeAnswers: [Int: CheckedContinuation<NoticeDelivery?, Never>] = [:]
+    var noticeRoutes: [Int: SpeechRoute] = [:]
 
     init(_ p: TalkController.Parts, handle: TalkController) {
         self.handle = handle
@@ -77,6 +84,7 @@ final class TalkLoop {
             }
             group.cancelAll()
         }
+        releaseSpeakerWaiters()
         log.log(.debug, "talk", "talk loop ended (cancelled: \(Task.isCancelled))")
     }
 
@@ -102,8 +110,12 @@ final class TalkLoop {
             let capturing: Bool
             if case .capturing = machine.phase { capturing = true } else { capturing = false }
             let voice = ears.voiceProbability(heard, followsGap: gap, muted: machine.muted, capturing: capturing, config: config)
-            await step(.frame(heard, speaker: await replies.speakerState(), voice: voice), detectorFrame: cleaned.detector)
+            let speaker = await replies.speakerState()
+            speakerPlaying = speaker.playing
+            await step(.frame(heard, speaker: speaker, voice: voice), detectorFrame: cleaned.detector)
             ears.endOfFrame()
+        case .frames(let frames):
+            for f in frames { await process(.frame(f.pcm, at: f.at, followsGap: f.followsGap)) }
         case .event(let event):
             await gatewayEvent(event)
         case .setting(let setting):
@@ -127,9 +139,14 @@ final class TalkLoop {
             // A capture's buffers (its PCM, the uplink's pages, the voice note) are freed now: hand
             // the heap's free pages back, or turn after turn the allocator keeps them (issue 25).
             if captures.isEmpty { ProcessMemory.trim() }
-        case .replySpoken(let report):
+        case .replySpoken(let runId, let report):
+            await step(.speaker(.ended(.reply(runId: runId), generation: 0)))
+            // A reply that spoke nothing is no reply heard: no follow-up after it.
+            guard let report else { break }
             handle.published.withLock { $0.lastSpeech = report }
             await step(.replyDone(stopped: report.outcome == .stopped))
+        case .speaker(let item):
+            await speakerItem(item)
         case .timerFired:
             armedAtMs = nil
             await sampleOperator()
@@ -151,6 +168,8 @@ final class TalkLoop {
     func publish() {
         let m = machine
         let (silence, wake) = (config.silenceTimeoutMs, ears.wakeStatus)
+        var mayWait = !machine.callMicrophoneOpen && !speakerPlaying
+        if case .idle = machine.phase {} else { mayWait = false }
         handle.published.withLock { s in
             switch m.phase {
             case .idle: s.phase = .idle
@@ -166,6 +185,9 @@ final class TalkLoop {
             s.wake = wake
             s.wake?.muted = m.muted
             s.muted = m.muted
+            s.framesMayWait = mayWait
+            if case .listen(let id)? = m.speaker.listen?.what { s.listening = id } else { s.listening = nil }
+            s.speaker = m.speaker.now
         }
     }
 
@@ -231,7 +253,7 @@ final class TalkLoop {
         case .wakeRelief(let logits):
             ears.wakeRelief(logits)
         case .playChime:
-            if let pcm = ears.wakeChime { replies.playChime(pcm) }
+            replies.playChime(ears.wakeChime, generation: machine.speaker.cue?.generation ?? -1)
         case .measureBargeIn:
             return .bargeInPosition(ms: await replies.position(of: handle.published.withLock { $0.lastReply }))
         case .persistSession(let key):
@@ -246,15 +268,17 @@ final class TalkLoop {
         case .mutedChanged(let on, let announce):
             onMuteChange?(on)
             emit(on ? "muted" : "unmuted")
-            if announce { replies.playCue(on ? .mute : .unmute) }
+            if announce { replies.playCue(on ? .mute : .unmute, generation: -1) }
         case .clearPreRoll:
             ears.clearPreRoll()
+        case .play(let clip, let generation):
+            play(clip, generation: generation)
         case .endCall(let reason):
             onEndCall?(reason)
         case .startCall(let phrase):
             if let onStartCall { onStartCall(phrase) } else { log.log(.warning, "wake", "\"\(phrase)\" starts a call, but calls are off: set talk.calls to true in the config and restart") }
         case .cue(let cue):
-            replies.playCue(cue)
+            replies.playCue(cue, generation: machine.speaker.cue?.generation ?? -1)
             if cue == .error { emit("error", ["message": lastWarning ?? "the turn could not start or be queued"]) }
         }
         return nil

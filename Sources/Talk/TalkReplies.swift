@@ -1,6 +1,8 @@
 // The talk loop's reply executor: it owns the speaker as the talk turn uses it: the replies being
-// followed (one ReplyStream per run), the feedback cues and the wake chime. It carries out the
-// machine's reply and speaker actions and reports a reply's end back into the inbox.
+// followed (one ReplyStream per run), the feedback cues and the wake chime, Listen messages and
+// spoken notifications. It carries out the machine's reply and speaker actions (`play`,
+// `stopSpeech`) as child tasks of the loop and reports each clip's end back into the inbox; what
+// plays when, and what silences what, is the machine's speaker sub-state (TalkMachine+Speaker.swift).
 
 import Audio
 import ClawvoiceCore
@@ -47,7 +49,7 @@ final class ReplyExecutor {
         await stream.feed(chat)
         if chat.state == .final || chat.state == .aborted || chat.state == .error {
             streams.removeValue(forKey: runId)
-            reportWhenSpoken(stream)
+            reportWhenSpoken(stream, runId: runId)
             startedReplies.remove(runId)
             emit("replyFinished", ["runId": runId, "sessionKey": chat.sessionKey, "state": "\(chat.state)"])
         }
@@ -57,7 +59,7 @@ final class ReplyExecutor {
         guard let stream = streams.removeValue(forKey: runId) else { return }
         if startedReplies.remove(runId) != nil { emit("replyFinished", ["runId": runId, "state": "closed"]) }
         await stream.close()
-        reportWhenSpoken(stream)
+        reportWhenSpoken(stream, runId: runId)
     }
 
     func rekey(_ from: String, _ to: String) {
@@ -67,26 +69,68 @@ final class ReplyExecutor {
     /// Where the reply was when a barge-in stopped it, in ms of reply audio.
     func position(of reply: ReplyStream?) async -> Double { await reply?.positionMs ?? 0 }
 
-    func playChime(_ pcm: PCMBuffer) {
-        let speech = self.speech
-        jobs.add { _ = await speech.playCue(pcm) }
-    }
-
-    /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
-    func playCue(_ cue: TalkCue) {
-        guard let pcm = sounds.sounds[cue] else { return }
-        let speech = self.speech
+    /// `generation`: the machine's, for the chime's end.
+    func playChime(_ pcm: PCMBuffer?, generation: Int) {
+        let (speech, post) = (self.speech, self.post)
         jobs.add {
-            guard await !speech.speakerState().playing else { return }
-            _ = await speech.playCue(pcm)
+            if let pcm { _ = await speech.playCue(pcm) }
+            post.yield(.input(.speaker(.ended(.chime, generation: generation))))
         }
     }
 
-    private func reportWhenSpoken(_ stream: ReplyStream) {
+    /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
+    func playCue(_ cue: TalkCue, generation: Int) {
+        let pcm = sounds.sounds[cue]
+        let (speech, post) = (self.speech, self.post)
+        jobs.add {
+            if let pcm, await !speech.speakerState().playing { _ = await speech.playCue(pcm) }
+            post.yield(.input(.speaker(.ended(.cue(cue), generation: generation))))
+        }
+    }
+
+    /// Plays what the machine's speaker sub-state says, as a child of the loop; its end comes back as an item.
+    func play(_ clip: TalkMachine.SpeakerClip, generation: Int, route: SpeechRoute) {
+        let (speech, post) = (self.speech, self.post)
+        switch clip {
+        case .listen(let id, let text):
+            jobs.add {
+                // Silences the message before (or a Talk reply) now rather than when the new clip arrives.
+                let report = await speech.interrupt(with: text, route: .ttsSpeak)
+                post.yield(.speaker(.listenEnded(messageId: id, generation: generation, report)))
+            }
+        case .notification(let notice):
+            jobs.add {
+                let delivery = await Self.speak(notice, speech: speech, route: route)
+                post.yield(.speaker(.noticeEnded(id: notice.id, generation: generation, delivery)))
+            }
+        }
+    }
+
+    /// A notification's parts in order: an urgent one's title interrupts, every other part waits
+    /// for the speaker to be free; a part cut off (a stop, push-to-talk, an urgent one) ends it.
+    private static func speak(_ notice: TalkMachine.Notice, speech: SpeechOutput, route: SpeechRoute) async -> NoticeDelivery {
+        var d = NoticeDelivery(speakerWasBusy: await speech.isSpeaking)
+        for (index, part) in notice.parts.enumerated() {
+            let report: SpeechReport
+            if index == 0 && notice.urgent {
+                report = await speech.interrupt(with: part, route: route)
+            } else {
+                // The body queues too: a reply that started after the title keeps the floor.
+                report = await speech.speakWhenIdle(part, route: route)
+            }
+            d.report = report
+            if report.outcome == .failed { break }
+            d.spoken.append(part)
+            if report.outcome == .stopped { break }
+        }
+        return d
+    }
+
+    private func reportWhenSpoken(_ stream: ReplyStream, runId: String) {
         let post = self.post
         jobs.add {
             await stream.done()
-            if let last = await stream.spoken.last { post.yield(.replySpoken(last)) }
+            post.yield(.replySpoken(runId: runId, await stream.spoken.last))
         }
     }
 }

@@ -80,6 +80,8 @@ public struct WakeConfig: Sendable, Equatable {
     public var debounceMs = 350
     /// Fewer characters than this after stripping the trigger: nothing is sent.
     public var minCommandCharacters = 2
+    /// The node's state directory: its `wake enroll` takes adapt the detector (nil: none used).
+    public var stateDir: String?
 
     public init(modelsDirectory: String) { self.modelsDirectory = modelsDirectory }
 }
@@ -90,6 +92,8 @@ public struct WakeStatus: Sendable, Equatable {
     public var triggers: [String]
     /// Triggers with a loaded model.
     public var listening: [String]
+    /// Triggers whose household takes (`wake enroll`) the detector uses.
+    public var enrolled: [String] = []
     public var missing: [MissingWakeModel]
     /// A model that exists but does not load.
     public var error: String?
@@ -108,6 +112,7 @@ public struct WakeStatus: Sendable, Equatable {
             "muted": .bool(muted),
             "triggers": .array(triggers.map { .string($0) }),
             "listening": .array(listening.map { .string($0) }),
+            "enrolled": .array(enrolled.map { .string($0) }),
             "missing": .array(missing.map { ["phrase": .string($0.phrase), "command": .string($0.command),
                                               "message": .string($0.description)] }),
             "routing": .object(routing.mapValues { .string($0) }),
@@ -128,6 +133,8 @@ package final class WakeListener {
     package private(set) var detector: WakeDetector?
     private(set) var missing: [MissingWakeModel] = []
     private(set) var loadError: String?
+    /// Why an enrollment on disk is not used (one line each).
+    private(set) var enrollmentProblems: [String] = []
     /// Normalised trigger → session key (`{sessionKey}` targets as they are, `{agentId}` as that
     /// agent's main session; `{mode:"current"}` routes use the current session).
     private(set) var routing: [String: String] = [:]
@@ -159,6 +166,10 @@ package final class WakeListener {
             self.missing = missing
             detector = models.isEmpty ? nil : WakeDetector(models: models, sensitivity: config.sensitivity,
                                                            refractoryMilliseconds: config.refractoryMs)
+            if let detector, let dir = config.stateDir {
+                let (list, problems) = WakeEnrollmentStore(stateDir: dir).enrollments(for: models)
+                enrollmentProblems = problems + detector.enroll(list)
+            }
         } catch {
             missing = []
             detector = nil
@@ -207,8 +218,11 @@ package final class WakeListener {
     }
 
     var status: WakeStatus {
-        WakeStatus(enabled: config.enabled, triggers: triggers, listening: detector?.phrases ?? [], missing: missing,
-                   error: loadError, routing: routing, detections: detections, lastPhrase: lastPhrase, lastOutcome: lastOutcome)
+        WakeStatus(enabled: config.enabled, triggers: triggers, listening: detector?.phrases ?? [],
+                   enrolled: detector.map { d in d.models.indices.filter { d.enrollments[$0] != nil }.map { d.models[$0].phrase } } ?? [],
+                   missing: missing,
+                   error: (([loadError].compactMap { $0 }) + enrollmentProblems).first, routing: routing, detections: detections,
+                   lastPhrase: lastPhrase, lastOutcome: lastOutcome)
     }
 
     /// Lowercased words, punctuation at word edges removed, whitespace collapsed (route matching, §4.1).

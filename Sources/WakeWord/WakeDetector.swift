@@ -77,6 +77,8 @@ public final class WakeDetector {
         public var ms: Int
         /// One score per model, in `phrases` order.
         public var scores: [Float]
+        /// Per model with an enrollment, the window's cosine similarity to the nearest take (nil: not enrolled).
+        public var nearest: [Float?] = []
     }
 
     public let models: [WakeModel]
@@ -111,6 +113,10 @@ public final class WakeDetector {
     /// Lowers every threshold by this many logits while it is set: the node's own voice, though
     /// cancelled, leaves a residue that takes a trigger said over it a little below its bar.
     public var thresholdRelief: Float = 0
+    /// Per model, the household's takes (`wake enroll`): a step over the enrollment's floor whose
+    /// window is near a take counts as over the threshold (WakeEnrollment's rule). Set with `enroll`.
+    public var enrollments: [WakeEnrollment?] { verifiers.map { $0?.enrollment } }
+    private var verifiers: [WakeVerifier?]
     /// A wake being decided: when it started, the best bid so far and its margin over threshold (logits).
     private var pending: (ms: Int, best: Int, margin: Float, score: Float)?
 
@@ -139,6 +145,35 @@ public final class WakeDetector {
         heads = models.map { WakeHead(model: $0) }
         scoreBuffer = [Float](repeating: 0, count: models.count)
         thresholdLogits = thresholds.map(Self.logit)
+        verifiers = [WakeVerifier?](repeating: nil, count: models.count)
+    }
+
+    /// Uses `list[i]` for model i (nil: none). Enrollments that do not fit their model
+    /// (WakeEnrollment.mismatch) are not used; returns their lines.
+    @discardableResult
+    public func enroll(_ list: [WakeEnrollment?]) -> [String] {
+        var problems: [String] = []
+        for i in models.indices {
+            let e = i < list.count ? list[i] : nil
+            if let e, let why = e.mismatch(with: models[i]) {
+                problems.append("the enrollment of \"\(models[i].phrase)\" is not used: \(why)")
+                verifiers[i] = nil
+            } else {
+                verifiers[i] = e.flatMap { WakeVerifier($0, model: models[i]) }
+            }
+        }
+        return problems
+    }
+
+    /// Model i's window (its head's input) against its enrollment's takes.
+    private func nearest(_ i: Int) -> Float {
+        guard var v = verifiers[i] else { return -1 }
+        let n = v.enrollment.windowEmbeddings * v.enrollment.embeddingSize
+        let s = frontEnds[frontEndOf[i]].history.withUnsafeBufferPointer { h in
+            v.nearest(UnsafeBufferPointer(rebasing: h[(h.count - n)...]))
+        }
+        verifiers[i] = v
+        return s
     }
 
     static func logit(_ p: Float) -> Float {
@@ -207,14 +242,16 @@ public final class WakeDetector {
             scoresCurrent = true
         }
         let ms = positionMilliseconds
-        onScores?(StepScores(ms: ms, scores: scoreBuffer))
+        if let onScores {
+            let near: [Float?] = verifiers.indices.map { verifiers[$0] == nil ? nil : nearest($0) }
+            onScores(StepScores(ms: ms, scores: scoreBuffer, nearest: near))
+        }
         if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
         // Of the models over their threshold for long enough, the one furthest over (in logits) bids.
         var best = -1
         var bestMargin: Float = 0
         let relief = thresholdRelief
-        for i in 0..<heads.count where confirmation.step(i, over: relief == 0 ? scoreBuffer[i] >= thresholds[i]
-                                                                            : Self.logit(scoreBuffer[i]) >= thresholdLogits[i] - relief) {
+        for i in 0..<heads.count where confirmation.step(i, over: isOver(i, relief)) {
             let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
             if best < 0 || margin > bestMargin { best = i; bestMargin = margin }
         }
@@ -225,6 +262,14 @@ public final class WakeDetector {
             pending = (ms, best, bestMargin, scoreBuffer[best])
             if decisionMilliseconds <= 0, let d = decide() { found.append(d) }
         }
+    }
+
+    /// Model i's score this step is over its bar: its threshold (less any relief), or the
+    /// enrollment's floor with the window near a take.
+    private func isOver(_ i: Int, _ relief: Float) -> Bool {
+        if relief == 0 ? scoreBuffer[i] >= thresholds[i] : Self.logit(scoreBuffer[i]) >= thresholdLogits[i] - relief { return true }
+        guard let e = verifiers[i]?.enrollment else { return false }
+        return e.over(score: scoreBuffer[i], threshold: .infinity, similarity: { nearest(i) })
     }
 
     /// Ends the stream: a wake still being decided is decided now.

@@ -39,9 +39,9 @@ import Testing
     @Test func `a healthy node passes every check, one line each`() {
         let checks = Doctor.checks(Self.healthy())
         #expect(checks.allSatisfy { $0.ok }, "\(checks.filter { !$0.ok })")
-        #expect(checks.map(\.id) == ["sound-server", "source", "sink", "mic-level", "espeak-voice", "wake-models", "gateway", "tls",
-                                     "clock", "pairing-node", "pairing-operator", "daemon", "disk"])
-        #expect(Doctor.text(checks).hasSuffix("all 13 checks pass"))
+        #expect(checks.map(\.id) == ["sound-server", "source", "sink", "mic-level", "espeak-voice", "wake-models", "wake-enrolled", "gateway",
+                                     "tls", "clock", "pairing-node", "pairing-operator", "daemon", "disk"])
+        #expect(Doctor.text(checks).hasSuffix("all 14 checks pass"))
         #expect(checks.allSatisfy { $0.text.hasPrefix("✓ ") && !$0.text.contains("\n") })
         #expect(Doctor.json(checks)["ok"]?.boolValue == true)
     }
@@ -69,6 +69,17 @@ import Testing
         #expect(failing(f).first?.fix == "set audio.sink to one of: speaker (clawvoice audio devices)")
         f.soundError = "Connection refused"
         #expect(failing(f).map(\.id) == ["sound-server"])
+    }
+
+    @Test func `doctor says which triggers are enrolled, and how to enroll when none is`() {
+        var f = Self.healthy()
+        let none = Doctor.checks(f).first { $0.id == "wake-enrolled" }
+        #expect(none?.ok == true && none?.text.contains("clawvoice wake enroll TRIGGER") == true, "\(String(describing: none))")
+        f.enrolled = ["openclaw", "claude"]
+        let some = Doctor.checks(f).first { $0.id == "wake-enrolled" }
+        #expect(some?.text.contains("enrolled (tuned to this household's takes): openclaw, claude") == true, "\(String(describing: some))")
+        f.wakeEnabled = false
+        #expect(!Doctor.checks(f).contains { $0.id == "wake-enrolled" })
     }
 
     @Test func `missing wake models name the command that trains each`() {

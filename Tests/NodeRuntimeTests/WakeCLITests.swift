@@ -139,7 +139,9 @@ struct SoundServerProcess {
     @Test(arguments: [
         (["wake", "listen", "--seconds", "0"], "--seconds needs a positive number"),
         (["wake", "listen", "--sensitivity", "2"], "--sensitivity needs a number from 0 to 1"),
-        (["wake", "hear"], "the action is `detect` or `listen`"),
+        (["wake", "hear"], "the action is `detect`, `listen`, `enroll` or `status`"),
+        (["wake", "enroll"], "wake enroll needs the trigger"),
+        (["wake", "enroll", "openclaw", "--takes", "1"], "--takes needs a whole number from 3 to 20"),
     ])
     func `bad wake flags are usage errors`(args: [String], message: String) async throws {
         let o = try await CLIEnvironment().run(args)
@@ -149,7 +151,7 @@ struct SoundServerProcess {
 
     @Test func `status names each trigger without a model with the command that trains it`() {
         let wake: JSONValue = ["enabled": true, "state": "listening", "triggers": ["openclaw", "hey robot"],
-                               "listening": ["openclaw"], "detections": 2, "lastPhrase": "openclaw", "lastOutcome": "queued",
+                               "listening": ["openclaw"], "enrolled": ["openclaw"], "detections": 2, "lastPhrase": "openclaw", "lastOutcome": "queued",
                                "routing": ["openclaw": "agent:main:kitchen"],
                                "missing": [["phrase": "hey robot", "command": "make wake-model TRIGGER=\"hey robot\"",
                                             "message": "no model"]]]
@@ -158,6 +160,7 @@ struct SoundServerProcess {
         #expect(text.contains("  mic       running\n"), "\(text)")
         #expect(text.contains("  wake      listening for openclaw; 2 wakes, last \"openclaw\" → queued"), "\(text)")
         #expect(text.contains("\"openclaw\" goes to agent:main:kitchen"), "\(text)")
+        #expect(text.contains("            enrolled (tuned to this household's takes): openclaw"), "\(text)")
         #expect(text.contains("\"hey robot\" has no model → make wake-model TRIGGER=\"hey robot\""), "\(text)")
         #expect(!text.contains("button"), "no button configured: no line")
         #expect(CLI.formatStatus(["gateway": ["name": "home", "url": "wss://gw"], "wake": "off"]).contains("  wake      off"))

@@ -72,7 +72,7 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         let meter = try await SpeakerMeter(rig)
-        let player = ListenPlayer(speech: rig.speech)
+        let player = ListenPlayer(talk: rig.talk)
         #expect(await player.toggle(messageId: "m1", text: longText) == .speaking(messageId: "m1", replaced: nil))
         #expect(await player.playingMessageId == "m1")
         try await meter.waitUntilAudible()
@@ -93,7 +93,7 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         let meter = try await SpeakerMeter(rig)
-        let player = ListenPlayer(speech: rig.speech)
+        let player = ListenPlayer(talk: rig.talk)
         _ = await player.toggle(messageId: "m1", text: longText)
         try await meter.waitUntilAudible()
         #expect(await player.toggle(messageId: "m2", text: "The second message.") == .speaking(messageId: "m2", replaced: "m1"))
@@ -116,7 +116,7 @@ extension TalkAudio {
         // Not fallback-eligible for talk.speak; for tts.speak any error falls back.
         await rig.gateway.setAudioFault(.errorNotEligible)
         let meter = try await SpeakerMeter(rig)
-        let player = ListenPlayer(speech: rig.speech)
+        let player = ListenPlayer(talk: rig.talk)
         _ = await player.toggle(messageId: "m1", text: "Spoken on this device.")
         let report = await player.waitUntilDone()
         try await Task.sleep(for: .milliseconds(200))
@@ -133,7 +133,7 @@ extension TalkAudio {
         let meter = try await SpeakerMeter(rig)
         let reply = Task { await rig.speech.speak(longText, route: .talkSpeak) }
         try await meter.waitUntilAudible()
-        let player = ListenPlayer(speech: rig.speech)
+        let player = ListenPlayer(talk: rig.talk)
         _ = await player.toggle(messageId: "m1", text: "Listen wins.")
         #expect(await reply.value.outcome == .stopped)
         #expect(await player.waitUntilDone()?.outcome == .finished)
@@ -146,7 +146,7 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         let meter = try await SpeakerMeter(rig)
-        let speaker = NotificationSpeaker(speech: rig.speech)
+        let speaker = NotificationSpeaker(talk: rig.talk)
         let result = try await speaker.deliver(params: ["title": "Dinner", "body": "  It is on the table.  ", "sound": "default"])
         await meter.stop()
         #expect(await spoken(rig) == ["tts.speak: Dinner", "tts.speak: It is on the table."])
@@ -161,7 +161,7 @@ extension TalkAudio {
     func `an empty title or body is skipped`(params: JSONValue) async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        let result = try await NotificationSpeaker(speech: rig.speech).deliver(params: params)
+        let result = try await NotificationSpeaker(talk: rig.talk).deliver(params: params)
         let expected = (params["title"]?.stringValue ?? "").trimmingCharacters(in: .whitespaces).isEmpty
             ? params["body"]!.stringValue! : params["title"]!.stringValue!
         #expect(await spoken(rig) == ["tts.speak: \(expected)"])
@@ -173,7 +173,7 @@ extension TalkAudio {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
         await #expect(throws: NodeInvokeError(code: .invalidRequest, message: "empty notification")) {
-            try await NotificationSpeaker(speech: rig.speech).deliver(params: params)
+            try await NotificationSpeaker(talk: rig.talk).deliver(params: params)
         }
         #expect(await rig.gateway.speakCalls().isEmpty)
     }
@@ -184,7 +184,7 @@ extension TalkAudio {
         let meter = try await SpeakerMeter(rig)
         let reply = Task { await rig.speech.speak(longText, route: .talkSpeak) }
         try await meter.waitUntilAudible()
-        let speaker = NotificationSpeaker(speech: rig.speech)
+        let speaker = NotificationSpeaker(talk: rig.talk)
         let note = Task { try await speaker.deliver(params: ["title": "Reminder", "body": "Water the plants.", "priority": "active"]) }
         // While the reply plays, the notification does not even fetch its audio.
         try await Task.sleep(for: .milliseconds(600))
@@ -209,7 +209,7 @@ extension TalkAudio {
             "message": "First sentence here. A second sentence follows it. And the third one ends the reply.",
         ], timeoutMs: 5_000)
         try await meter.waitUntilAudible()
-        let note = Task { try await NotificationSpeaker(speech: rig.speech).deliver(params: ["title": "Timer", "body": "Tea is ready."]) }
+        let note = Task { try await NotificationSpeaker(talk: rig.talk).deliver(params: ["title": "Timer", "body": "Tea is ready."]) }
         let stream = try #require(await rig.talk.lastReply)
         await stream.done()
         let result = try await note.value
@@ -233,7 +233,7 @@ extension TalkAudio {
         var params = urgency.objectValue ?? [:]
         params["title"] = "Doorbell"
         params["body"] = "Someone is at the door."
-        let result = try await NotificationSpeaker(speech: rig.speech).deliver(params: .object(params))
+        let result = try await NotificationSpeaker(talk: rig.talk).deliver(params: .object(params))
         await meter.stop()
         #expect(await reply.value.outcome == .stopped, "the reply was cut off")
         #expect(result.interrupted == true && result.outcome == "finished")
@@ -241,16 +241,18 @@ extension TalkAudio {
         #expect(await spoken(rig) == ["talk.speak: \(longText)", "tts.speak: Doorbell", "tts.speak: Someone is at the door."])
     }
 
-    /// Issue 12 item 5: a passive notification is not spoken while the user is talking.
+    /// Issue 12 item 5: a passive notification is not spoken while the user is talking (a capture
+    /// is live: the talk machine's speaker sub-state holds it).
     @Test func `a passive notification waits until the user has finished talking`() async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        let talking = Locked(true)
-        let speaker = NotificationSpeaker(speech: rig.speech, userTalking: { talking.withLock { $0 } })
+        try await rig.waitForMicrophone()
+        _ = try await rig.talk.start()  // the user talks
+        let speaker = NotificationSpeaker(talk: rig.talk)
         let note = Task { try await speaker.notify(params: ["title": "Laundry", "body": "done.", "priority": "passive"]) }
         try await Task.sleep(for: .milliseconds(600))
         #expect(await rig.gateway.speakCalls().isEmpty, "nothing is said over the user")
-        talking.withLock { $0 = false }
+        _ = await rig.talk.cancel()  // the user has finished
         _ = try await note.value
         #expect(await spoken(rig) == ["tts.speak: Laundry", "tts.speak: done."])
     }
@@ -258,7 +260,7 @@ extension TalkAudio {
     @Test func `queued notifications keep their order`() async throws {
         let rig = try await TalkRig.make(speakReplies: false)
         defer { Task { await rig.shutdown() } }
-        let speaker = NotificationSpeaker(speech: rig.speech)
+        let speaker = NotificationSpeaker(talk: rig.talk)
         let first = Task { try await speaker.deliver(params: ["title": "One", "body": "First body."]) }
         // Let the first one take its place in the queue before the second arrives.
         while await rig.gateway.speakCalls().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
@@ -273,7 +275,7 @@ extension TalkAudio {
         defer { Task { await rig.shutdown() } }
         let store = try ClawStore(directory: rig.dir)
         let (identity, instanceId) = try store.loadOrCreateIdentity()
-        let speaker = NotificationSpeaker(speech: rig.speech)
+        let speaker = NotificationSpeaker(talk: rig.talk)
         let registry = NodeCommandRegistry()
         registry.register("system.notify", speaker.handler)
         let node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: await rig.gateway.url),
@@ -302,7 +304,7 @@ extension TalkAudio {
         let store = try ClawStore(directory: rig.dir)
         let (identity, instanceId) = try store.loadOrCreateIdentity()
         let registry = NodeCommandRegistry()
-        registry.register("system.notify", NotificationSpeaker(speech: rig.speech, enabled: false).handler)
+        registry.register("system.notify", NotificationSpeaker(talk: rig.talk, enabled: false).handler)
         let node = GatewaySession(role: .node, endpoint: GatewayEndpoint(name: "lb", url: await rig.gateway.url),
                                   credentials: GatewayCredentials(sharedToken: "t"), identity: identity, instanceId: instanceId,
                                   store: store, options: SessionOptions(displayName: "notify off", version: "test"),

@@ -499,13 +499,13 @@ def main():
               "`clawvoice-bench` gives the same figure beside pyopen-wakeword's on the same audio.",
               "", f"Detector wall time over all {cpu_audio / 3600:.2f} h of audio, three models, `--scores` printing "
               f"included: {cpu_wall:.1f} s ({cpu_wall / cpu_audio * 100:.2f} % of real time).", ""]
-    kept = []           # the "Real speech" section (realspeech.py) stays as its own command last wrote it
+    kept = []           # the "Real speech" (realspeech.py) and "Enrollment" (enroll_eval.py) sections stay as their commands last wrote them
     if os.path.exists(args.report):
         prev = open(args.report).read().split("\n")
-        if "## Real speech" in prev:
-            i = prev.index("## Real speech")
-            j = next((k for k in range(i + 1, len(prev)) if prev[k].startswith("## ")), len(prev))
-            kept = prev[i:j]
+        for i, l in enumerate(prev):
+            if l == "## Real speech" or l.startswith("## Enrollment"):
+                j = next((k for k in range(i + 1, len(prev)) if prev[k].startswith("## ")), len(prev))
+                kept += prev[i:j]
     with open(args.report, "w") as f:
         f.write("\n".join(lines + kept))
     log(f"wrote {args.report}")

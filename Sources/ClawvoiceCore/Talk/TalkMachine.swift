@@ -1,8 +1,8 @@
 // Every decision of the talk turn, as a pure value: push-to-talk and wake captures, the
-// loudspeaker gate and barge-in, the replies being followed, the session switch and the
-// timers. Inputs are events (commands, microphone frames with the speaker's state, relay and
-// outbox results, chat events, session changes, ticks) with the time as a number; outputs
-// are actions that TalkController carries out. No I/O, no clock reads, no tasks: every
+// loudspeaker gate and barge-in, the replies being followed, the speaker (+Speaker.swift), the
+// session switch and the timers. Inputs are events (commands, microphone frames, relay and
+// outbox results, chat events, Listen and notifications, clip ends, ticks) with the time as a
+// number; outputs are actions that the talk loop's executors carry out. No I/O, no clock reads, no tasks: every
 // interleaving of start/stop/cancel/once with the relay's results is a sequence of inputs, and
 // so is the gateway giving up on an invoked command (its cancel or its timeout).
 
@@ -177,6 +177,8 @@ public struct TalkMachine: Sendable {
         /// off): the only way they change. A capture in progress keeps the endpointer it started with.
         case settings(Settings)
         case tick
+        /// Listen, notifications and clip ends: the speaker sub-state (TalkMachine+Speaker.swift).
+        case speaker(SpeakerInput)
     }
 
     public enum Answer: Sendable, Equatable {
@@ -238,6 +240,8 @@ public struct TalkMachine: Sendable {
         case endCall(reason: String)
         /// Start a realtime call (the call's wake phrase was heard).
         case startCall(phrase: String)
+        /// Play this clip; its end comes back as `.speaker(.ended(_, generation:))`.
+        case play(SpeakerClip, generation: Int)
     }
 
     public internal(set) var settings: Settings
@@ -273,6 +277,8 @@ public struct TalkMachine: Sendable {
     public internal(set) var replies: [String: Int64] = [:]
     /// Captures whose relay is still finishing after a cancel: their results are ignored.
     var abandoned: Set<String> = []
+    /// What the speaker plays and who waits for it (TalkMachine+Speaker.swift).
+    public internal(set) var speaker = Speaker()
 
     public init(settings: Settings = Settings(), chosenSession: String? = nil) {
         self.settings = settings
@@ -286,11 +292,10 @@ public struct TalkMachine: Sendable {
 
     /// The earliest time a tick has something to do.
     public var nextDeadlineMs: Int64? {
-        var d: [Int64] = deferred.map(\.deadlineMs) + Array(replies.values)
+        var d: [Int64] = deferred.map(\.deadlineMs) + Array(replies.values) + Array(speaker.holds.values)
         if case .capturing(let c) = phase { d.append(c.capAtMs) }
         return d.min()
     }
-
 
     // MARK: the step
 
@@ -373,7 +378,11 @@ public struct TalkMachine: Sendable {
             settings = new
         case .tick:
             tick(nowMs: nowMs, out: &out)
+        case .speaker(let s):
+            speakerInput(s, nowMs: nowMs, out: &out)
         }
+        if case .speaker = input {} else { speakerFollows(out) }
+        advanceNotices(nowMs: nowMs, out: &out)
         if let d = nextDeadlineMs { out.append(.wakeAt(d)) }
         return out
     }
