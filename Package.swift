@@ -84,7 +84,14 @@ let package = Package(
 )
 
 // The Swift settings every Swift target is built with. ExistentialAny: an existential says `any`.
-// (MemberImportVisibility and InternalImportsByDefault wait until the module moves of issue 27 land.)
+// MemberImportVisibility: a file uses only the members of modules it imports itself.
+// InternalImportsByDefault: a plain `import` is internal; `public import X` only where the
+// module's public API shows X's types (docs/ARCHITECTURE.md, "Imports").
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
 // The signal paths (the core's endpointer and machines, the audio edge, the echo front end, the
 // wake detector) are optimized in debug builds too: the tests push minutes of audio through them,
 // and at -Onone that CPU was most of `make test`'s rounds (issue 27: EchoRoomTests and
@@ -97,5 +104,5 @@ for target in package.targets where optimizeInDebug && optimizedInDebug.contains
 }
 
 for target in package.targets where target.type != .system && target.name != "CWebRTCAudio" {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("ExistentialAny")]
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

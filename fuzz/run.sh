@@ -48,6 +48,10 @@ audio_flags=(-I Sources/CPulse -I Sources/COgg -I Sources/CSndFile -I Sources/CO
 for f in $(pkg-config --cflags-only-I opus libmpg123); do audio_flags+=(-Xcc "$f"); done
 audio_libs=(-lpulse -logg -lsndfile -lopus -lopusenc -lopusfile -lmpg123 -lespeak-ng -lspeexdsp)
 
+# Package.swift's Swift settings, so the fuzzed files compile here as they do in the package.
+features=(-enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility
+          -enable-upcoming-feature InternalImportsByDefault)
+
 sources_of() {
     case "$1" in
         frame) echo "${protocol_sources[*]} fuzz/FrameFuzz.swift" ;;
@@ -67,12 +71,12 @@ build() {
     echo "fuzz: building $bin" >&2
     case "$t" in
         clip|wake-wav)
-            swiftc -sanitize=fuzzer,address -parse-as-library -module-name ClawvoiceCore -suppress-warnings \
+            swiftc -sanitize=fuzzer,address -parse-as-library -module-name ClawvoiceCore -suppress-warnings "${features[@]}" \
                 "${audio_flags[@]}" "${linker[@]}" "${srcs[@]}" "${audio_libs[@]}" -o "$bin" ;;
         *)
             # Named GatewayProtocol so that `import GatewayProtocol` in NodeRuntime files compiled
             # in (JSON5, ControlProtocol) refers to this module itself.
-            swiftc -sanitize=fuzzer,address -parse-as-library -module-name GatewayProtocol -suppress-warnings \
+            swiftc -sanitize=fuzzer,address -parse-as-library -module-name GatewayProtocol -suppress-warnings "${features[@]}" \
                 -I Sources/CSSL "${linker[@]}" "${srcs[@]}" -lssl -lcrypto -o "$bin" ;;
     esac
 }

@@ -3,7 +3,8 @@
 // stream go through exactly this code, and tests feed it bytes in any slicing they like.
 
 internal import CEvdev
-import ClawvoiceCore
+public import ClawvoiceCore
+import Glibc
 
 /// One evdev event: what a single `struct input_event` record holds.
 public struct InputEvent: Sendable, Equatable, CustomStringConvertible {

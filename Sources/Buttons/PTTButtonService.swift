@@ -1,10 +1,10 @@
 // Owns: the push-to-talk key's lifecycle: start and stop the reader thread, and share its
 // status. The reading itself is in PTTButtonService+Reader.swift.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Synchronization
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// Listens to a push-to-talk key on evdev devices (or replays a recorded event stream) and calls
 /// `onAction` with `.start` / `.stop`.

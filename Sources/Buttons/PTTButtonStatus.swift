@@ -1,7 +1,7 @@
 // Owns: how the push-to-talk key reports itself: which devices are open, or why none is, as a
 // value for `status --json` and as one line for the log.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// What the push-to-talk key reader is doing, and on which devices.
 public struct PTTButtonStatus: Sendable, Equatable, CustomStringConvertible {

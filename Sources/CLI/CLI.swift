@@ -4,7 +4,7 @@
 import ClawvoiceCore
 import Daemon
 import Discovery
-import Foundation
+public import Foundation
 import GatewayClient
 import GatewayCrypto
 import GatewayProtocol

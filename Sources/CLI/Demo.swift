@@ -7,11 +7,12 @@ import Audio
 import Daemon
 import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import NodeRuntime
+import Realtime
 import Store
 import Talk
 

@@ -6,7 +6,7 @@ import ClawvoiceCore
 import Daemon
 import Foundation
 import GatewayCrypto
-import GatewayProtocol
+public import GatewayProtocol
 import NodeRuntime
 
 /// The microphone over a few seconds.

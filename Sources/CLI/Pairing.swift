@@ -1,12 +1,12 @@
 // `clawvoice pair`: from a setup code or a URL to a paired gateway, showing each step.
 
 import Daemon
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
-import NodeRuntime
+public import NodeRuntime
 import Store
 import WebSocketTransport
 

@@ -3,10 +3,11 @@
 // path, linger); the executor only writes the unit and runs `systemctl --user`.
 
 import ClawvoiceCore
-import Foundation
+public import Foundation
 import GatewayCrypto
 import NodeRuntime
 import Daemon
+import Store
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -5,7 +5,7 @@
 // offers and fetches its /stats. Its stdin open keeps it alive; `stop()` closes it and waits.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 import Synchronization
 import Realtime
 #if canImport(Glibc)

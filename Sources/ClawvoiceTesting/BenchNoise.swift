@@ -2,7 +2,7 @@
 // from generators of their own (not the voice detector's training script's): white, pink,
 // brown, mains hum, a fan, chord music, clatter and alarm beeps, each at unit RMS from a seed.
 
-import Audio
+public import Audio
 import Foundation
 
 public enum BenchNoise: String, CaseIterable, Sendable {

@@ -8,12 +8,12 @@
 
 import Audio
 import AudioFrontEnd
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 import Talk
 import GatewayClient
 import GatewayProtocol
-import WakeWord
+public import WakeWord
 
 /// A module-loopback from `source` into `sink` on one PulseAudio server.
 public struct LoopbackRoom: Sendable {

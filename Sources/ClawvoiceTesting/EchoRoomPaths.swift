@@ -4,11 +4,11 @@
 // for EchoRoomTests and clawvoice-bench --echo-only.
 
 import Audio
-import AudioFrontEnd
-import ClawvoiceCore
+public import AudioFrontEnd
+public import ClawvoiceCore
 import Foundation
 import Talk
-import WakeWord
+public import WakeWord
 
 extension RoomRecording {
     /// Both of the capture's paths in one pass: webrtc's (the uplink, barge-in and voice detector)

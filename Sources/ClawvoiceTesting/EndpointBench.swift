@@ -5,12 +5,12 @@
 // the Endpointer driven frame by frame with the audio position as its clock. No I/O beyond
 // running espeak-ng and the flite program.
 
-import Audio
+public import Audio
 import AudioFrontEnd
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 import Talk
-import WakeWord
+public import WakeWord
 
 /// A speaker for bench sentences.
 public enum BenchVoice: Sendable, Equatable, CustomStringConvertible {

@@ -3,12 +3,12 @@
 
 import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayCrypto
-import GatewayProtocol
-import LoopbackGateway
+public import GatewayProtocol
+public import LoopbackGateway
 import NodeRuntime
-import Store
+public import Store
 
 public struct LoopbackOperator: Sendable {
     public let gateway: LoopbackGateway

@@ -4,7 +4,7 @@
 import Audio
 import ClawvoiceCore
 import Foundation
-import WakeWord
+public import WakeWord
 
 #if canImport(Glibc)
 import Glibc

@@ -7,9 +7,9 @@
 import ClawvoiceCore
 import Foundation
 import GatewayCrypto
-import GatewayProtocol
+public import GatewayProtocol
 import Synchronization
-import NodeRuntime
+public import NodeRuntime
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,17 +1,17 @@
 // `clawvoice run`: keeps both sessions to the active gateway up and serves the control socket.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import GatewayCrypto
 import Synchronization
 import Audio
 import Buttons
 import Foundation
-import GatewayClient
-import GatewayProtocol
-import NodeRuntime
+public import GatewayClient
+package import GatewayProtocol
+public import NodeRuntime
 import Realtime
 import Store
-import Talk
+public import Talk
 import WakeWord
 import WebSocketTransport
 

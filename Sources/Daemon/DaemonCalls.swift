@@ -12,10 +12,10 @@ import Synchronization
 import Audio
 import Foundation
 import GatewayClient
-import GatewayProtocol
+package import GatewayProtocol
 import NodeRuntime
-import Realtime
-import Talk
+package import Realtime
+package import Talk
 
 package final class DaemonCalls: Sendable {
     package let service: CallService

@@ -2,12 +2,14 @@
 // memory resting does not need (RestMemory: free heap pages, the start-up code's pages). Woken
 // only by activity and by its one deadline: nothing polls.
 
+import Audio
 import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayCrypto
 import NodeRuntime
 import Synchronization
+import Talk
 
 /// Talk and speech activity: a count the rest service compares, and a wake-up for it.
 final class RestActivity: Sendable {

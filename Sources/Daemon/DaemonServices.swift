@@ -9,7 +9,9 @@ import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
+import Realtime
 import Store
+import Synchronization
 import Talk
 
 extension NodeDaemon {

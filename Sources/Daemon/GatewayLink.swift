@@ -1,12 +1,12 @@
 // The pair of sessions (node and operator) this device keeps to one gateway.
 
-import ClawvoiceCore
-import Foundation
-import GatewayClient
-import GatewayCrypto
-import GatewayProtocol
-import NodeRuntime
-import Store
+public import ClawvoiceCore
+public import Foundation
+public import GatewayClient
+public import GatewayCrypto
+public import GatewayProtocol
+public import NodeRuntime
+public import Store
 
 /// Both roles to one gateway, started and stopped together, with their statuses in one place.
 public final class GatewayLink: Sendable {

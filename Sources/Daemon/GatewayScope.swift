@@ -2,12 +2,12 @@
 // sessions, the outbox, the transcript cache), the late-bound operator channel, `audio devices`
 // as JSON, and a wait for cancellation.
 
-import Audio
+package import Audio
 import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayCrypto
-import GatewayProtocol
+package import GatewayProtocol
 import NodeRuntime
 import Realtime
 import Store

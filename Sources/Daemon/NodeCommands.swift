@@ -4,13 +4,13 @@
 import Audio
 import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
 import NodeRuntime
-import Realtime
+public import Realtime
 import Store
-import Talk
+public import Talk
 
 /// The node commands this build declares. Talk and notification land in later parts; until then
 /// they are declared (so pairing approves them once) and answer UNAVAILABLE with the reason.

@@ -5,8 +5,8 @@
 // $DBUS_SYSTEM_BUS_ADDRESS when set (the tests point it at a private bus), else /run/dbus.
 
 import CAvahi
-import ClawvoiceCore
-import Foundation
+public import ClawvoiceCore
+public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif

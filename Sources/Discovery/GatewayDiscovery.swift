@@ -3,9 +3,9 @@
 // machine's actions and hands the gateway changes to the caller. `browse()` returns when the
 // machine finishes (a listing); `run()` browses until its task is cancelled (--watch).
 
-import ClawvoiceCore
-import Foundation
-import GatewayProtocol
+public import ClawvoiceCore
+public import Foundation
+public import GatewayProtocol
 
 public struct GatewayDiscovery: Service {
     /// What a finished browse saw.

@@ -5,8 +5,8 @@
 // ReconnectBackoff) so they are tested without sockets; GatewaySession carries them out.
 // It must not touch audio, the outbox or the CLI's output format.
 
-import ClawvoiceCore
-import Foundation
+public import ClawvoiceCore
+public import Foundation
 
 /// Where log lines go: journald-friendly single lines on stderr in the daemon, a buffer in tests.
 /// Credentials and key material must never be passed in.

@@ -7,7 +7,7 @@ import ClawvoiceCore
 import Dispatch
 import Foundation
 import GatewayCrypto
-import GatewayProtocol
+public import GatewayProtocol
 import Store
 import WebSocketTransport
 

@@ -2,8 +2,10 @@
 // routed (the challenge, hello-ok, responses to pending requests, events, node.invoke.request
 // and its cancel), and each invoke run as a child of the loop under its InvokeLatch.
 
+import ClawvoiceCore
 import Dispatch
 import Foundation
+import GatewayCrypto
 import GatewayProtocol
 import Store
 import WebSocketTransport

@@ -10,9 +10,9 @@
 import ClawvoiceCore
 import Dispatch
 import Foundation
-import GatewayCrypto
-import GatewayProtocol
-import Store
+public import GatewayCrypto
+public import GatewayProtocol
+public import Store
 import WebSocketTransport
 
 /// A session for one role (node or operator). Start it once; it reconnects by itself until stopped.

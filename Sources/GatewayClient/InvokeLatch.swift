@@ -3,7 +3,7 @@
 // waits for a handler that is slow to stop), and why a running handler was cancelled
 // (`InvokeSignal`), so a handler can turn its cancellation into an input of its own.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Synchronization
 import GatewayProtocol
 

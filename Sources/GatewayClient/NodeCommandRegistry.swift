@@ -2,7 +2,7 @@
 
 import Synchronization
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// A handler gets the request and its parsed params, and returns the result payload.
 /// Throw `NodeInvokeError` to answer with a code; anything else becomes UNAVAILABLE.

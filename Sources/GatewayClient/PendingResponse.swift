@@ -1,6 +1,6 @@
 // PendingResponse: one request's answer, resolved once by the session and awaited by its sender.
 
-import GatewayProtocol
+public import GatewayProtocol
 import Synchronization
 
 /// A response on its way: resolved once by the session, awaited by whoever sent the request.

@@ -2,7 +2,7 @@
 // (issue 26): a protocol-3 gateway is served in a degraded mode instead of refused, and the
 // user is told what that mode lacks; a malformed Talk target config is said too. Pure.
 
-import GatewayProtocol
+public import GatewayProtocol
 
 public enum SessionLimits {
     /// The lines for one role's hello-ok (and, for the operator, its Talk target). Empty on a

@@ -1,8 +1,8 @@
 // The values a gateway session is configured with and reports: endpoint, options, status, errors.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// Where a gateway lives and how far to trust the route to it.
 public struct GatewayEndpoint: Sendable, Equatable {

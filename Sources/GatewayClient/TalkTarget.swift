@@ -9,7 +9,7 @@
 // operator session resolves it once per connect and a later realtime-Talk feature reuses it.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 public struct TalkTarget: Sendable, Equatable {
     /// Where the key came from.

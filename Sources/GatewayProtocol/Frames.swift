@@ -1,6 +1,6 @@
 // The three frame shapes of the gateway protocol, and decoding of raw WebSocket payloads.
 
-import Foundation
+public import Foundation
 
 /// `{"type":"req","id","method","params"}`: a call, in either direction.
 public struct RequestFrame: Sendable, Equatable, Codable {

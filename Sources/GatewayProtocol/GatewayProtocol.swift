@@ -6,7 +6,7 @@
 // Encoding sends only the fields the spec lists (the gateway's schemas are closed);
 // decoding ignores fields it does not know, because every gateway release adds some.
 
-import Foundation
+public import Foundation
 
 /// Any JSON value. Used for params and payloads whose shape the gateway owns.
 public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {

@@ -5,7 +5,7 @@
 // and hands the SDP offer to the call's media end (in the tests, the aiortc peer).
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 import WebSocketTransport
 
 extension LoopbackGateway {

@@ -3,7 +3,7 @@
 // invoke node commands and cancel them, and change the wake triggers and routes.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 import WebSocketTransport
 
 extension LoopbackGateway {

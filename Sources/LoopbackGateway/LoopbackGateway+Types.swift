@@ -2,7 +2,7 @@
 // protocol generation it plays, what `invoke` stamps, and the devices and connections it keeps.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 import WebSocketTransport
 
 extension LoopbackGateway {

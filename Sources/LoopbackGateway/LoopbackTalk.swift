@@ -5,9 +5,9 @@
 // without fallbackEligible; the methods missing altogether).
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 import WebSocketTransport
 
 extension LoopbackGateway {

@@ -3,13 +3,13 @@
 // control protocol and its client, the events' names, and which gateway and session a run uses.
 // (OutboxBench and LoopbackOperator, bench rigs, wait here for the testing module.)
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayCrypto
 import GatewayProtocol
-import Store
-import Talk
+public import Store
+public import Talk
 
 /// The settings file, decoded. Each field's initial value is its key's default; the settings table
 /// (ConfigSettings.swift) says what each key accepts, and the example file and docs are written from both.

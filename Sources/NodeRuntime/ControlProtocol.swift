@@ -8,7 +8,7 @@
 // within about a second) from "the command takes a while" (ptt, say).
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,9 +4,9 @@
 // through it; the client gives up in about a second when nothing answers.
 
 import ClawvoiceCore
-import Foundation
+package import Foundation
 import GatewayCrypto
-import GatewayProtocol
+public import GatewayProtocol
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -6,7 +6,7 @@
 import ClawvoiceCore
 import Foundation
 import GatewayCrypto
-import GatewayProtocol
+public import GatewayProtocol
 
 public enum NodeControl: Sendable, Equatable {
     case stop

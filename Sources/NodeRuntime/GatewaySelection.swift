@@ -5,7 +5,7 @@ import ClawvoiceCore
 import Foundation
 import GatewayCrypto
 import GatewayProtocol
-import Store
+public import Store
 import WebSocketTransport
 
 /// The gateway for this run: with the config's `gateway.url`, the paired gateway at that URL

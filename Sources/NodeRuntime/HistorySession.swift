@@ -3,7 +3,7 @@
 
 import ClawvoiceCore
 import GatewayCrypto
-import Store
+package import Store
 
 /// Which chat session `history` and `listen` mean when none is named: the config's
 /// talk.sessionKey, else the main session the gateway named in hello-ok, else "main" (which the

@@ -1,7 +1,7 @@
 // A small JSON5 reader for the config file: it reports the line and column of the first
 // mistake, which Foundation's JSON5 decoder does not.
 
-import GatewayProtocol
+public import GatewayProtocol
 
 /// Where and why a JSON5 text is malformed.
 public struct JSON5Error: Error, Sendable, Equatable, CustomStringConvertible {

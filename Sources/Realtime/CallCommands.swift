@@ -2,8 +2,8 @@
 // (else INVALID_PARAMS "<command> accepts only {}"), the room node's payloads, UNAVAILABLE as an
 // error. The decision is the CallMachine's; `start`/`stop` post to whatever executor runs it.
 
-import ClawvoiceCore
-import GatewayClient
+public import ClawvoiceCore
+public import GatewayClient
 import GatewayProtocol
 
 public enum CallCommands {

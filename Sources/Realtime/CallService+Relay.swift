@@ -7,9 +7,9 @@
 // sends talk.session.cancelOutput with that answer's turnId, flushes the speaker and drops the
 // turn's later audio. The microphone is echo-cancelled upstream against the call's own audio.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 extension CallService {
     func openRelay(_ id: String, _ target: CallMachine.Target) {

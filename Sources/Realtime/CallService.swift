@@ -9,10 +9,10 @@
 // WebRTC is not offered or fails before it connects: PCM16 24 kHz both ways over the operator
 // socket (CallService+Relay.swift).
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 import GatewayClient
-import GatewayProtocol
+public import GatewayProtocol
 
 public actor CallService {
     /// What the service reaches outside itself; closures, so the daemon and the tests each wire their own.

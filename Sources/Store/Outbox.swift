@@ -5,7 +5,7 @@
 // only reads and writes them. Several processes share the file (the daemon sends, the CLI
 // enqueues, retries and drops), so every read-modify-write runs under BEGIN IMMEDIATE.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 extension ClawStore {
     /// The most turns one gateway's outbox holds.

@@ -1,6 +1,7 @@
 // The only file that calls sqlite3_*. One connection handle, owned here, closed in deinit.
 
 internal import CSQLite
+import Foundation
 
 /// A value bound to a `?` parameter. Everything goes through bindings, never string
 /// interpolation, so no credential ever appears in SQL text or in an SQLite error.

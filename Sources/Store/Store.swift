@@ -4,7 +4,7 @@
 // It does no network and no audio. It holds credentials, so the directory is 0700, the
 // files are 0600, and no error or description ever contains a seed, token or password.
 
-import GatewayCrypto
+public import GatewayCrypto
 import Synchronization
 import Foundation
 import GatewayProtocol

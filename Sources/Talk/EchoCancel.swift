@@ -4,10 +4,10 @@
 // recorded (CaptureCleaner, owned by the talk loop). With it, a loudspeaker need not mute the
 // microphone while it speaks: barge-in and wake words work over the assistant's voice.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Synchronization
 import Audio
-import AudioFrontEnd
+package import AudioFrontEnd
 import Foundation
 import GatewayClient
 

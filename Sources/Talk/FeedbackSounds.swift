@@ -3,7 +3,7 @@
 // as the wake chime is), or off.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 
 public struct FeedbackSounds: Sendable {

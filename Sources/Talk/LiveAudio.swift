@@ -2,11 +2,11 @@
 // as long as the daemon runs (so pre-roll and `ptt.start → first frame` cost nothing), its
 // frames delivered in order to the TalkController, and the playback sink for speech.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import GatewayProtocol
-import Audio
+public import Audio
 import Foundation
-import GatewayClient
+public import GatewayClient
 
 /// Speech goes to PulseAudio.
 public struct PulseSpeechSink: SpeechSink {

@@ -22,8 +22,8 @@
 
 import Synchronization
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 
 /// Speaks `system.notify` notifications through the talk loop's speaker.
 public struct NotificationSpeaker: Sendable {

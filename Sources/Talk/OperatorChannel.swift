@@ -1,8 +1,8 @@
 // What Talk needs from the gateway: requests on the operator session, and whether it is up.
 
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 
 /// The operator side of the gateway link, as Talk uses it. GatewaySession is the real one.
 public protocol OperatorChannel: Sendable {

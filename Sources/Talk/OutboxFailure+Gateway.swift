@@ -1,8 +1,9 @@
 // How a gateway request's error counts for the outbox: the edge between GatewayClient's errors
 // and OutboxMachine's failure kinds (the machine itself knows no client types).
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import GatewayClient
+import GatewayProtocol
 
 extension OutboxFailure {
     /// Sorts an error from `OperatorChannel.request`.

@@ -8,11 +8,11 @@
 // retry's backoff, a history check, an expiry). Only while turns wait for the operator session
 // does it look again every `recheckMs`; an idle daemon's sender never wakes (issue 25).
 
-import ClawvoiceCore
-import Foundation
-import GatewayClient
-import GatewayProtocol
-import Store
+public import ClawvoiceCore
+public import Foundation
+public import GatewayClient
+public import GatewayProtocol
+public import Store
 
 /// Time for the outbox: wall-clock milliseconds (expiry must survive restarts and sleep) and
 /// a way to wait. Tests pass a manual clock.

@@ -6,10 +6,10 @@
 // an uplink nobody runs does both in `finish()`.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 
 public actor RelayUplink {
     /// How the stream came out (`RelayOutcome`, in ClawvoiceCore, for the talk machine).

@@ -7,8 +7,8 @@
 import Audio
 import ClawvoiceCore
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 
 public actor ReplyStream {
     public let runId: String

@@ -4,10 +4,10 @@
 // stop or a session switch (the generation moved on) is silent. A generation counter drops
 // late clips.
 
-import Audio
-import ClawvoiceCore
+public import Audio
+public import ClawvoiceCore
 import Foundation
-import GatewayClient
+public import GatewayClient
 import GatewayProtocol
 
 /// Where the audio of a spoken text should come from.

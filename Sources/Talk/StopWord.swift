@@ -4,9 +4,9 @@
 // barge-in, and only while speaking); this owns the detector and its stream.
 
 import Audio
-import ClawvoiceCore
+package import ClawvoiceCore
 import Foundation
-import WakeWord
+package import WakeWord
 
 /// Owned by TalkController (one isolation domain); not Sendable.
 ///

@@ -5,7 +5,7 @@
 // config answer "NOTIFICATIONS_DISABLED: …"; the result is {"ok": true}.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// How urgent a notification is (`priority`: passive | active | timeSensitive upstream; the
 /// Linux node maps them to notify-send urgency low | normal | critical).

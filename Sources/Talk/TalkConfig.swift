@@ -2,7 +2,7 @@
 // sees the turn (TalkPhase): plain values shared by the handle, the loop and the daemon.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import WakeWord
 
 public struct TalkConfig: Sendable, Equatable {

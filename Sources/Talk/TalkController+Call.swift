@@ -3,7 +3,7 @@
 // through the hook set with `onCallEnd`; the microphone goes to the call through `onCallFrames`.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 
 extension TalkController {
     /// Where `endCall` goes (the call service's hang-up).

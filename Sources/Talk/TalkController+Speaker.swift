@@ -4,8 +4,9 @@
 // each clip's end comes back through the inbox. ListenPlayer and NotificationSpeaker are thin
 // fronts over these calls: they own no task and no state of the speaker.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
+import GatewayProtocol
 
 /// What a `toggle` did.
 public enum ListenOutcome: Sendable, Equatable {

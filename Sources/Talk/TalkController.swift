@@ -5,10 +5,10 @@
 // `run()`, owned by the task of the service that runs it, and is not Sendable.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayClient
-import GatewayProtocol
+public import GatewayClient
+public import GatewayProtocol
 import WakeWord
 
 public final class TalkController: Sendable {

@@ -4,6 +4,7 @@
 
 import Audio
 import ClawvoiceCore
+import GatewayClient
 import GatewayProtocol
 import WakeWord
 

@@ -3,6 +3,7 @@
 // the reply executor's child task that played it) moves the sub-state on and answers who waits.
 
 import ClawvoiceCore
+import GatewayProtocol
 
 extension TalkLoop {
     func speakerItem(_ item: TalkController.SpeakerItem) async {

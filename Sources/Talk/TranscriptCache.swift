@@ -2,10 +2,11 @@
 // one replacing write to the store. The CLI reads the store directly; this actor is the only
 // writer in the daemon. It also finds the message `clawvoice listen` asks for.
 
-import Foundation
-import GatewayClient
-import GatewayProtocol
-import Store
+import ClawvoiceCore
+public import Foundation
+public import GatewayClient
+public import GatewayProtocol
+public import Store
 
 /// Refreshes cached sessions from `chat.history` and looks messages up for Listen.
 ///

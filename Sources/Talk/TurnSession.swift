@@ -6,7 +6,7 @@
 // (`clawvoice session use`, config `talk.sessionKey`), else the gateway's main session.
 // A `sessionKey` inside the command's params never counts (NodeInvokeRequest does not read it).
 
-import GatewayProtocol
+public import GatewayProtocol
 
 public enum TurnSession {
     /// - Parameters:

@@ -6,10 +6,10 @@
 // a `.wake` capture (talk-and-voice.md §4).
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
-import GatewayProtocol
-import WakeWord
+public import GatewayProtocol
+public import WakeWord
 
 /// What plays when a wake word is heard (config `wake.chime`: true, false, or a sound file).
 public enum WakeChime: Sendable, Equatable {

@@ -2,7 +2,7 @@
 // openWakeWord's melspectrogram and embedding networks exported by models/training/frontend.py).
 // Reads and checks the file; EmbeddingFrontEnd runs it.
 
-import Foundation
+public import Foundation
 
 /// The front end's manifest. models/README.md is its manual.
 public struct FrontEndManifest: Codable, Sendable, Equatable {

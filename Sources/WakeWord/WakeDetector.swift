@@ -300,7 +300,7 @@ public final class WakeDetector {
 /// The sigmoid of a head's logit, the score thresholds apply to.
 func wakeScore(logit: Float) -> Float { 1 / (1 + exp(-logit)) }
 
-import ClawvoiceCore
+public import ClawvoiceCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

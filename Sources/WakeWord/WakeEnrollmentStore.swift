@@ -4,7 +4,7 @@
 
 import Audio
 import ClawvoiceCore
-import Foundation
+public import Foundation
 
 public struct WakeEnrollmentStore: Sendable {
     public let directory: String

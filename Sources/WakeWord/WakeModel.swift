@@ -4,7 +4,7 @@
 // is the format's manual; models/training/train_head.py writes it.
 
 import Synchronization
-import Foundation
+public import Foundation
 
 /// The manifest as stored. Fields this build does not use (the training recipe, validation
 /// figures) are kept in the file for people and ignored here.

@@ -1,7 +1,7 @@
 // WakeModelCatalog: which trigger phrases have a trained model in a models directory, which
 // do not, and the exact command that trains a missing one. Also where that directory is.
 
-import Foundation
+public import Foundation
 
 /// A trigger with no model: where it was looked for and how to make it.
 public struct MissingWakeModel: Sendable, Equatable, CustomStringConvertible {

@@ -4,7 +4,7 @@
 // audio I/O and reads no clock: time is the position in the sample stream it is fed.
 
 import Audio
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Why wake models could not be used. Each case renders one line that says what to do.
 public enum WakeWordError: Error, Sendable, Equatable, CustomStringConvertible {

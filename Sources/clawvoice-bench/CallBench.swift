@@ -2,6 +2,7 @@
 // N utterances answered by the far end, the CPU of that call, and on the relay N barge-ins.
 
 import Audio
+import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
 import GatewayProtocol

@@ -4,6 +4,7 @@
 
 import Audio
 import AudioFrontEnd
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 // Tests for SpeechSynthesizer (espeak-ng through its library) and VoiceSettings: real speech,
 // rate changes, a bad voice, concurrent callers, streaming with abort, directive mapping.
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import Audio

@@ -4,6 +4,7 @@
 // decoded length is still exactly the input's, through opusdec and through opusfile.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

@@ -3,6 +3,7 @@
 // Uses its own server directory, so the shared test server is never killed.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import Testing
 

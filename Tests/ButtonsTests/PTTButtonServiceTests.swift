@@ -2,6 +2,7 @@
 // reader thread, and fifos standing in for a device that is missing, appears, goes away
 // mid-capture and comes back.
 
+import ClawvoiceCore
 import Foundation
 import Testing
 import Buttons

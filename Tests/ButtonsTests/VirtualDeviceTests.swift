@@ -2,6 +2,7 @@
 // disappears mid-capture and comes back. Skipped where /dev/uinput is missing or not writable
 // (containers, VMs without the uinput module, CI without root or the input group).
 
+import ClawvoiceCore
 import Foundation
 import Testing
 import Buttons

@@ -2,6 +2,7 @@
 // the handler is slow to stop, and a cancelled handler learns why (timeout or node.invoke.cancel),
 // then answers what it really did.
 
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -2,6 +2,7 @@
 
 import Foundation
 import GatewayClient
+import GatewayCrypto
 import GatewayProtocol
 import LoopbackGateway
 import Store

@@ -1,5 +1,6 @@
 import ClawvoiceTesting
 import Foundation
+import GatewayProtocol
 import Testing
 import LoopbackGateway
 #if canImport(Glibc)

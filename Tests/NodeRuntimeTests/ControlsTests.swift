@@ -2,6 +2,7 @@
 // (a recorded headset's presses through the real evdev reader), and their config keys.
 
 import Buttons
+import ClawvoiceCore
 import ClawvoiceTesting
 import GatewayClient
 import Foundation

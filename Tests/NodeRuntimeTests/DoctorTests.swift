@@ -2,6 +2,7 @@
 // its own input, with the fix it names.
 
 import Foundation
+import GatewayProtocol
 import Testing
 @testable import CLI
 @testable import Daemon

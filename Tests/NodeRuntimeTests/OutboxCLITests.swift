@@ -1,5 +1,6 @@
 import ClawvoiceTesting
 import Foundation
+import GatewayProtocol
 import LoopbackGateway
 import CLI
 import Daemon

@@ -4,6 +4,7 @@
 // `CLAWVOICE_SOAK_ROUNDS=N` runs the longer soak variant; `CLAWVOICE_SOAK_SEED=S` replays a run.
 
 import Audio
+import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
 import GatewayClient

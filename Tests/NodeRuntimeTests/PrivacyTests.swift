@@ -5,6 +5,7 @@
 
 import ClawvoiceTesting
 import Foundation
+import LoopbackGateway
 import Testing
 import Store
 import Talk

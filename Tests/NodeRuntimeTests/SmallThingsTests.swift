@@ -6,6 +6,7 @@
 
 import ClawvoiceTesting
 import Foundation
+import LoopbackGateway
 import Testing
 import GatewayProtocol
 @testable import Talk

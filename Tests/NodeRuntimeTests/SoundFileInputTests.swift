@@ -2,6 +2,7 @@
 // through libsndfile, so 24-bit, float and FLAC files work where only 16-bit WAV did. Real files
 // made by sox in the test's scratch dir; gateway clips (ClipDecoder) are unchanged.
 
+import ClawvoiceCore
 import Foundation
 import Testing
 import Audio

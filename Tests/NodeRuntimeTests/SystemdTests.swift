@@ -2,6 +2,7 @@
 // a real daemon process talking to a notify socket the test binds (NOTIFY_SOCKET, WATCHDOG_USEC)
 // with its stderr under a JOURNAL_STREAM that names it.
 
+import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
 import GatewayClient

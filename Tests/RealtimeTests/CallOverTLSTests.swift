@@ -5,6 +5,7 @@
 
 import ClawvoiceTesting
 import Foundation
+import GatewayProtocol
 import LoopbackGateway
 import Testing
 import WebSocketTransport

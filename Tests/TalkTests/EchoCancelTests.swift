@@ -4,8 +4,10 @@
 // the assistant speaks undisturbed, and a person talking over it stops it.
 
 import Audio
+import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
+import GatewayProtocol
 import Talk
 import Testing
 

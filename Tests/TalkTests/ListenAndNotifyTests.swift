@@ -2,6 +2,7 @@
 // speaker monitor, what the loopback gateway was asked to synthesise, and in which order.
 
 import Audio
+import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
 import GatewayClient

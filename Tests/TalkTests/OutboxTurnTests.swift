@@ -2,6 +2,7 @@
 // answers `not_queued` with the transcript; the queued turn is delivered and answered.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayProtocol
 import LoopbackGateway

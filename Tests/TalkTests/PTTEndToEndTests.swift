@@ -5,6 +5,7 @@
 import Audio
 import ClawvoiceCore
 import Foundation
+import GatewayClient
 import GatewayProtocol
 import LoopbackGateway
 import Talk

@@ -2,6 +2,7 @@
 // late results; talking over the assistant cuts it off on a headset and not on a loudspeaker.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

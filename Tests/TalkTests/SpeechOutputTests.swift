@@ -3,6 +3,7 @@
 // talk.speak error falls back (fallbackEligible or not); a user stop is silent fast and never falls back.
 
 import Audio
+import ClawvoiceCore
 import GatewayClient
 import Foundation
 import GatewayProtocol

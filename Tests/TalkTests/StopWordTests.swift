@@ -8,6 +8,7 @@ import Audio
 import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
+import GatewayProtocol
 import Talk
 import Testing
 import WakeWord

@@ -1,6 +1,7 @@
 // Replies spoken as they stream: the first sentence is heard before the reply's final event.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

@@ -4,6 +4,7 @@
 // (D3) is spoken whole.
 
 import Audio
+import ClawvoiceCore
 import Foundation
 import GatewayClient
 import GatewayProtocol

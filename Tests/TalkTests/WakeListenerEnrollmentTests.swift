@@ -5,6 +5,7 @@
 import Audio
 import ClawvoiceCore
 import Foundation
+import GatewayProtocol
 @testable import Talk
 import Testing
 import WakeWord

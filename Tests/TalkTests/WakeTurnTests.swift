@@ -10,6 +10,7 @@ import GatewayProtocol
 import LoopbackGateway
 @testable import Talk
 import Testing
+import WakeWord
 
 extension TalkAudio {
 @Suite struct WakeTurnTests {

@@ -1,3 +1,4 @@
+import ClawvoiceCore
 import Foundation
 import Testing
 @testable import WakeWord

@@ -43,7 +43,9 @@ let package = Package(
     ]
 )
 for target in package.targets {
-    target.swiftSettings = [.enableUpcomingFeature("ExistentialAny")]
+    // The main Package.swift's Swift settings, so the core builds here as it does there.
+    target.swiftSettings = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility"),
+                            .enableUpcomingFeature("InternalImportsByDefault")]
 }
 SWIFT
 

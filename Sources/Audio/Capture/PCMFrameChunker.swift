@@ -1,7 +1,7 @@
 // PCMFrameChunker: turns PCM arriving in pieces of any size into frames of exactly one length.
 // Pure value; PulseCapture feeds it whatever libpulse hands over and sends out 20 ms frames.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Re-chunks a byte stream of s16le samples into fixed-length `PCMBuffer` frames.
 public struct PCMFrameChunker: Sendable {

@@ -2,7 +2,7 @@
 // a capture that starts on a key press or wake word also has the syllable spoken just before it.
 // Pure value: a ring of whole frames.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// A ring buffer of the most recent capture frames, up to `capacityMilliseconds` (0–2000 ms).
 public struct PreRollBuffer: Sendable {

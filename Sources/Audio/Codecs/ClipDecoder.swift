@@ -3,7 +3,7 @@
 // sends the caller to espeak-ng. Labels pick the decoder; magic bytes overrule a label that the
 // bytes plainly contradict. Pure Swift routing; the C work is in MP3Decoder / OggOpusDecoder.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// The containers a TTS clip can arrive in, as far as this node plays them.
 public enum ClipFormat: Sendable, Equatable, CustomStringConvertible {

@@ -3,7 +3,7 @@
 // 10 ms) or that runs far longer than its text could take to say (a WAV header claiming 1 Hz)
 // is unplayable, and the caller speaks with espeak-ng instead. Pure: numbers in, verdict out.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Whether a decoded clip is fit to play for its text, and why not.
 public enum ClipPlayability {

@@ -3,7 +3,7 @@
 // 16 kHz, and the uplink encodes while the user speaks. Voice notes still go through libopusenc.
 // Every call returns whole pages; all the calls of one stream concatenate to one valid file.
 internal import COgg
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Opus packets from `OpusVoiceEncoder`, framed into Ogg pages of about `pageMilliseconds`.
 public final class OggOpusPacketWriter {

@@ -3,7 +3,7 @@
 // one valid Ogg Opus file (RFC 7845). OggOpusVoiceNote is the whole-buffer convenience on top.
 internal import COpus
 internal import COpusEnc
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Streams s16 PCM into an Ogg Opus file, handing back whole pages as they are ready.
 ///

@@ -1,7 +1,7 @@
 // OpusVoiceEncoder owns one libopus encoder (OpusEncoder *) for the voice uplink: 16 kHz mono,
 // VOIP application, 20 ms frames. It is the only file that calls opus_encode.
 internal import COpus
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Encodes fixed 20 ms frames of s16 PCM into raw Opus packets.
 ///

@@ -2,7 +2,7 @@
 // another, streaming, with a flush that returns the tail so totals come out exact.
 // It is the only file that calls speex_resampler_*.
 internal import CSpeexDSP
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// Streaming sample-rate converter (speexdsp, quality 0…10, default 5).
 ///

@@ -3,7 +3,7 @@
 // float, FLAC, AIFF, Ogg Vorbis and what else libsndfile opens. Gateway clips keep ClipDecoder:
 // their formats are labelled, and a clip it cannot play goes to espeak-ng, as the spec says.
 internal import CSndFile
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 
 /// One open file; one owner (not `Sendable`); closed in `deinit`.

@@ -3,7 +3,7 @@
 // the canonical 44-byte header. Everything else is refused with a line that says what it was.
 // Files a user hands the node are read by SoundFileReader (libsndfile) instead.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 
 /// 16-bit PCM WAV files.

@@ -2,6 +2,7 @@
 // (sources, sinks, and which of them the server uses by default).
 
 internal import CPulse
+import Foundation
 
 /// A PulseAudio source (microphone, or a sink's monitor) or sink (speaker).
 public struct AudioDevice: Sendable, Equatable, CustomStringConvertible {

@@ -4,7 +4,7 @@
 // and records the gap. The only file that calls pa_stream_connect_record and pa_stream_peek.
 
 internal import CPulse
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 
 /// One 20 ms frame as it left PulseAudio.

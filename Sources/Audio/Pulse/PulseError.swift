@@ -1,6 +1,6 @@
 // PulseError: every way a PulseAudio operation can fail, each rendered as one line a user can act on.
 
-import ClawvoiceCore
+public import ClawvoiceCore
 
 /// A failed PulseAudio operation.
 public enum PulseError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -5,7 +5,7 @@
 // pa_stream_drain and pa_stream_flush.
 
 internal import CPulse
-import ClawvoiceCore
+public import ClawvoiceCore
 import Foundation
 
 /// How a playback ended.

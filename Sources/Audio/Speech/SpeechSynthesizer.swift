@@ -3,7 +3,7 @@
 // espeak-ng. VoiceSettings is the voice, rate, pitch and volume, with the reply-directive
 // mapping (`lang`, `speed`, `rate`) as a pure function.
 internal import CEspeak
-import ClawvoiceCore
+public import ClawvoiceCore
 import Synchronization
 
 /// How espeak-ng should speak. Units and ranges are espeak-ng's own.

@@ -2,7 +2,7 @@
 // inputs, answers and actions that cross between the machine and its executor.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 extension CallMachine {
     public struct Settings: Sendable, Equatable {

@@ -4,7 +4,7 @@
 // the gateway relay. Pure values, no I/O.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// `talk.start` / `talk.stop` params must be exactly `{}` (the room node's rule).
 public enum CallCommandParams {

@@ -2,7 +2,7 @@
 // actions out, time as an argument. GatewaySession owns the socket and carries out the actions.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// Which signed payload to send; v2 is the fallback for gateways that only verify v2.
 public enum SignatureVersion: String, Sendable, Equatable { case v2, v3 }

@@ -6,7 +6,7 @@
 // OutboxSender carries the actions out.
 
 import Foundation
-import GatewayProtocol
+public import GatewayProtocol
 
 /// The outbox's timing and limits.
 public struct OutboxPolicy: Sendable, Equatable {

@@ -2,6 +2,8 @@
 // followed by white space, at newlines, and softly at white space past 72 characters; fenced
 // code is skipped; a first-line JSON voice directive is taken out. Pure: text in, sentences out.
 
+import Foundation
+
 public struct SentenceSplitter: Sendable {
     public let softLimit: Int
     public private(set) var directive: VoiceDirective?
