@@ -121,19 +121,13 @@ test: deps $(PEER_VENV)/.ready
 	@mkdir -p .build && date +%s >.build/test-started
 	swift build --build-tests $(SWIFT_FLAGS)
 	@echo "make test: built at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	@# core-test compiles a package of its own (about a minute of CPU from a clean tree): beside the
-	@# peer, install and round-1 tests, which mostly wait; round 2 (real-time figures) waits for it.
-	@rm -f .build/core-test.rc
-	@(nice -n 5 $(MAKE) --no-print-directory core-test >.build/core-test.log 2>&1; echo $$? >.build/core-test.rc) &
+	$(MAKE) --no-print-directory core-test
 	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
 	bash tests/install/packages-test.sh
 	bash tests/install/readme-test.sh
 	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	ROUND2_AFTER=.build/core-test.rc bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) $(SWIFT_FLAGS)
-	@while [ ! -f .build/core-test.rc ]; do sleep 1; done; tail -n 3 .build/core-test.log; \
-	  rc=$$(cat .build/core-test.rc); if [ "$$rc" != 0 ]; then echo "make test: core-test FAILED (log: .build/core-test.log)"; tail -n 40 .build/core-test.log; exit 1; fi
-	@echo "make test: done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
+	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) $(SWIFT_FLAGS)
 
 # ClawvoiceCore and its tests in a package that declares no C library (issue 27: the core's
 # tests run with none of the C libraries); about a minute of CPU from a clean tree, seconds after.

@@ -14,7 +14,6 @@
 # --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
 # and niced: round 1 leaves most of a core idle, and round 2 must not share the machine with it.
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
-# ROUND2_AFTER=FILE: round 2 starts only once FILE exists (a job make test runs beside round 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,13 +61,6 @@ if [[ -n "$fuzz_pid" ]]; then
     fuzz_pid=""
     grep -E '^fuzz: [a-z0-9-]+: [0-9?]+ runs|CRASH|FAILED|no result|kept regression|build failed|^fuzz: [0-9]+ targets' .build/fuzz/make-test.log
     if (( fuzzed != 0 )); then tail -n 60 .build/fuzz/make-test.log; fi
-    round1=$((SECONDS - started))
-fi
-
-# Round 2 wants a quiet machine: a job started beside round 1 (make test's core-test) ends first.
-if [[ -n "${ROUND2_AFTER:-}" && ! -f "$ROUND2_AFTER" ]]; then
-    echo "swift-test: round 2 waits for $ROUND2_AFTER"
-    while [[ ! -f "$ROUND2_AFTER" ]]; do sleep 1; done
     round1=$((SECONDS - started))
 fi
 
