@@ -141,7 +141,7 @@ private func lowerFileLimit(of pid: Int32, to soft: Int) throws {
         let slow = rawConnect(path)
         defer { close(slow) }
         _ = "{\"cmd\":".withCString { write(slow, $0, 7) }
-        let r = try ControlSocketClient.send(["cmd": "ping"], path: path, timeoutSeconds: 2)
+        let r = try await sendOffPool(["cmd": "ping"], path: path, timeoutSeconds: 2)
         #expect(r["echo"] == "ping")
         #expect(peerClosed(slow, withinMs: 2_000), "the slow client was not closed")
         // Lines that are not requests get one refusal line, not silence.

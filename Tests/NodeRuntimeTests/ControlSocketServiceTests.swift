@@ -78,7 +78,7 @@ private func eventually(within limit: Duration = .seconds(10), _ condition: () -
         for c in stuck { _ = "{\"cmd\":\"events\"}\n".withCString { write(c, $0, strlen($0)) } }
         try await Task.sleep(for: .milliseconds(300))
         let started = ContinuousClock.now
-        let r = try ControlSocketClient.send(["cmd": "ping"], path: path, timeoutSeconds: 5)
+        let r = try await sendOffPool(["cmd": "ping"], path: path, timeoutSeconds: 5)
         #expect(r["echo"] == "ping")
         #expect(ContinuousClock.now - started < .milliseconds(1_500), "ping took \(ContinuousClock.now - started)")
         // A subscriber too far behind is dropped, not waited for.

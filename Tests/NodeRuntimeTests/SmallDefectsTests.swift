@@ -68,7 +68,7 @@ private func stderrOneLine(_ o: Outcome, sourceLocation: SourceLocation = #_sour
         let server = try ControlSocketServer(path: scratch.sub("c.sock")) { _ in ["ok": true] }
         defer { server.stop() }
         async let serving: Void = server.run()
-        let r = try ControlSocketClient.send(["cmd": "session", "use": 5], path: scratch.sub("c.sock"), timeoutSeconds: 2)
+        let r = try await sendOffPool(["cmd": "session", "use": 5], path: scratch.sub("c.sock"), timeoutSeconds: 2)
         #expect(r["ok"] == false && r["error"]?.stringValue?.contains("must be a string") == true, "\(r)")
     }
 

@@ -2,6 +2,8 @@ import ClawvoiceTesting
 import Foundation
 import Testing
 import LoopbackGateway
+import GatewayProtocol
+@testable import NodeRuntime
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -200,4 +202,11 @@ func daemonOnLoopbackGateway(token: String) async throws -> (LoopbackGateway, CL
     env.extra["CLAWVOICE_GATEWAY_URL"] = await gateway.url
     env.extra["CLAWVOICE_GATEWAY_TOKEN"] = token
     return (gateway, env, try env.spawn(["run"]))
+}
+
+/// `ControlSocketClient.send` on a thread of its own: it blocks for up to `timeoutSeconds`, and on
+/// the cooperative pool (two threads here) it starved the server it waits for when tests ran side
+/// by side (ControlSocketServiceTests timed out so in a fresh clone's round 1).
+func sendOffPool(_ request: JSONValue, path: String, timeoutSeconds: Int) async throws -> JSONValue {
+    try await onOwnThread { Result { try ControlSocketClient.send(request, path: path, timeoutSeconds: timeoutSeconds) } }.get()
 }
