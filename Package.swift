@@ -93,10 +93,9 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 // The signal paths (the core's endpointer and machines, the audio edge, the echo front end, the
-// wake detector) are optimized in debug builds too: the tests push minutes of audio through them,
-// and at -Onone that CPU was most of `make test`'s rounds (issue 27: EchoRoomTests and
-// WakeWordTests took 74 s of CPU, 13.5 s optimized). To step through them line by line, build
-// with CLAWVOICE_ONONE=1 in the environment.
+// wake detector) are optimized in debug builds too: the tests push minutes of audio through them
+// (EchoRoomTests and WakeWordTests: 74 s of CPU at -Onone, 13.5 s optimized). To step through
+// them line by line, build with CLAWVOICE_ONONE=1 in the environment.
 let optimizedInDebug: Set<String> = ["ClawvoiceCore", "Audio", "AudioFrontEnd", "WakeWord"]
 let optimizeInDebug = ProcessInfo.processInfo.environment["CLAWVOICE_ONONE"] == nil
 for target in package.targets where optimizeInDebug && optimizedInDebug.contains(target.name) {
