@@ -1,14 +1,16 @@
 // Speaking text: fetch a clip from the gateway (talk.speak for Talk replies, tts.speak for
 // "listen to this"), decode it by format and play it; when the gateway cannot give a playable
 // clip for any reason, espeak-ng says it instead (the user always hears the answer); only a
-// stop or a session switch (the generation moved on) is silent. A generation counter drops
-// late clips.
+// stop or a session switch is silent. The player keeps no counter of its own (the talk
+// machine's speaker sub-state numbers the clips): `stop()` ends every call in flight, and a call
+// that was stopped (or whose task was cancelled) plays nothing it fetched or synthesised later.
 
 public import Audio
 public import ClawvoiceCore
 import Foundation
 public import GatewayClient
 import GatewayProtocol
+import Synchronization
 
 /// Where the audio of a spoken text should come from.
 public enum SpeechRoute: String, Sendable, Equatable, Codable {
@@ -51,12 +53,24 @@ public struct SpeechConfig: Sendable, Equatable {
     public init() {}
 }
 
+/// One call's claim on the speaker: a `speak`, or a reply streamed from `beginUtterance` to
+/// `endUtterance`. `stop()` ends every claim in flight and a new `speak` ends the older ones
+/// (the last one asked speaks); an ended claim plays nothing more and never falls back.
+public final class SpeechClaim: Sendable {
+    private let ended = Mutex(false)
+    fileprivate init() {}
+    fileprivate func end() { ended.withLock { $0 = true } }
+    /// Ended by a stop or a later `speak`, or its caller's task was cancelled.
+    public var isStopped: Bool { ended.withLock { $0 } || Task.isCancelled }
+}
+
 public actor SpeechOutput {
     private let channel: (any OperatorChannel)?
     private let sink: any SpeechSink
     private var config: SpeechConfig
     private let log: LogSink
-    private var generation = 0
+    /// The claims in flight: what a stop silences.
+    private var claims: [ObjectIdentifier: SpeechClaim] = [:]
     /// `speak` calls in progress (fetching or playing), and who waits for that to reach zero.
     private var active = 0
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -83,9 +97,28 @@ public actor SpeechOutput {
 
     /// Marks a multi-part utterance (a reply streamed sentence by sentence through `play`) as
     /// speaking from its first part to its last, so queued speakers do not slip into the gaps.
-    /// Every `beginUtterance` needs exactly one `endUtterance`.
-    public func beginUtterance() { acquire() }
-    public func endUtterance() { release() }
+    /// Every `beginUtterance` needs exactly one `endUtterance`; the claim it returns is what
+    /// `play` checks, so a stop ends the whole utterance.
+    public func beginUtterance() -> SpeechClaim {
+        acquire()
+        return claim()
+    }
+    public func endUtterance(_ c: SpeechClaim) {
+        claims.removeValue(forKey: ObjectIdentifier(c))
+        release()
+    }
+
+    private func claim() -> SpeechClaim {
+        let c = SpeechClaim()
+        claims[ObjectIdentifier(c)] = c
+        return c
+    }
+
+    /// Ends every claim in flight (their late clips are dropped, none falls back).
+    private func endClaims() {
+        for c in claims.values { c.end() }
+        claims.removeAll()
+    }
 
     private func acquire() { active += 1 }
 
@@ -150,12 +183,9 @@ public actor SpeechOutput {
 
     /// Stops what is playing and drops clips still on their way. A stop never falls back.
     public func stop() async {
-        generation += 1
+        endClaims()
         await sink.stop()
     }
-
-    /// The current playback generation: anything prepared under an older one is dropped.
-    public var currentGeneration: Int { generation }
 
     /// Audio ready to play, fetched (and decoded, or synthesised) ahead of time.
     public struct Prepared: Sendable {
@@ -167,7 +197,7 @@ public actor SpeechOutput {
 
     /// Fetches and decodes (or synthesises) one piece of text without playing it, so the next
     /// sentence's clip can be on its way while the current one plays. Never falls back for a
-    /// stop: the caller checks the generation before playing.
+    /// stop: `play` checks the caller's claim before playing.
     public func prepare(_ text: String, route: SpeechRoute, directive: VoiceDirective? = nil) async -> Prepared {
         var voice = config.voice
         if let d = directive { voice = voice.applying(lang: d.language, speed: d.speed, rateWpm: d.rateWpm) }
@@ -199,21 +229,21 @@ public actor SpeechOutput {
         }
     }
 
-    /// Plays prepared audio if `generation` is still current.
-    public func play(_ prepared: Prepared, generation gen: Int) async -> SpeechReport {
-        guard gen == generation else { return stoppedReport() }
+    /// Plays prepared audio unless `claim` has been stopped.
+    public func play(_ prepared: Prepared, claim c: SpeechClaim) async -> SpeechReport {
+        guard !c.isStopped else { return stoppedReport() }
         guard let pcm = prepared.pcm else { return prepared.report }
         var report = prepared.report
         do {
             let finished = try await playOnSink(pcm)
-            report.outcome = finished && gen == generation ? .finished : .stopped
+            report.outcome = finished && !c.isStopped ? .finished : .stopped
         } catch {
-            if gen != generation { return stoppedReport() }
+            if c.isStopped { return stoppedReport() }
             // The clip would not play: say it with espeak-ng (unless it already was espeak-ng).
             guard report.engine == "gateway" else { report.outcome = .failed; report.error = "\(error)"; return report }
             let fallback = await local(prepared.text, voice: prepared.voice, reason: "playback failed: \(error)")
             guard fallback.pcm != nil else { return fallback.report }
-            return await play(fallback, generation: gen)
+            return await play(fallback, claim: c)
         }
         return report
     }
@@ -221,9 +251,13 @@ public actor SpeechOutput {
     /// Speaks `text` (a reply's directive line is stripped and applied first).
     public func speak(_ text: String, route: SpeechRoute) async -> SpeechReport {
         acquire()
-        defer { release() }
-        generation += 1
-        let gen = generation
+        // The last one asked speaks: calls still on their way drop what they fetch.
+        endClaims()
+        let c = claim()
+        defer {
+            claims.removeValue(forKey: ObjectIdentifier(c))
+            release()
+        }
         let (directive, body) = VoiceDirective.split(text)
         if let d = directive, !d.once {
             // Persistent directive: later replies use this voice too.
@@ -237,32 +271,32 @@ public actor SpeechOutput {
         if route != .local {
             switch await fetchClip(spoken, route: route, directive: directive) {
             case .clip(let pcm, let provider, let format):
-                guard gen == generation else { return stoppedReport() }
+                guard !c.isStopped else { return stoppedReport() }
                 do {
                     let began = ContinuousClock.now
                     let finished = try await playOnSink(pcm)
-                    let done = finished && gen == generation
+                    let done = finished && !c.isStopped
                     return SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
                                         outcome: done ? .finished : .stopped,
                                         durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
                 } catch {
-                    if gen != generation { return stoppedReport() }
+                    if c.isStopped { return stoppedReport() }
                     fallbackReason = "playback failed: \(error)"
                 }
             case .fallback(let reason):
                 fallbackReason = reason
             }
-            guard gen == generation else { return stoppedReport() }
+            guard !c.isStopped else { return stoppedReport() }
             log.log(.info, "speech", "speaking with espeak-ng instead: \(fallbackReason ?? "")")
         }
         var voice = config.voice
         if let d = directive { voice = voice.applying(lang: d.language, speed: d.speed, rateWpm: d.rateWpm) }
         do {
             let pcm = try await Self.synthesize(spoken, voice)
-            guard gen == generation else { return stoppedReport() }
+            guard !c.isStopped else { return stoppedReport() }
             let began = ContinuousClock.now
             let finished = try await playOnSink(pcm)
-            let done = finished && gen == generation
+            let done = finished && !c.isStopped
             return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason, outcome: done ? .finished : .stopped,
                                 durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
         } catch {

@@ -265,10 +265,9 @@ final class TalkLoop {
             if level >= .warning { lastWarning = message }
         case .wakeAt(let ms):
             armTimer(ms)
-        case .mutedChanged(let on, let announce):
+        case .mutedChanged(let on, _):
             onMuteChange?(on)
-            emit(on ? "muted" : "unmuted")
-            if announce { replies.playCue(on ? .mute : .unmute, generation: -1) }
+            emit(on ? "muted" : "unmuted")  // the sound, when announced, is the machine's `.cue` after this
         case .clearPreRoll:
             ears.clearPreRoll()
         case .play(let clip, let generation):
