@@ -47,11 +47,19 @@ public actor SpeechOutput {
 
     /// Silences what is speaking at once, then speaks `text` (Listen, urgent notifications).
     /// The slot is held across the stop, so queued `speakWhenIdle` callers keep waiting.
-    public func interrupt(with text: String, route: SpeechRoute) async -> SpeechReport {
+    /// `current`: whether the clip is still wanted when this call reaches the speaker (the talk
+    /// loop asks whether the machine's generation is still the one its `play` carried); when not,
+    /// nothing is stopped, fetched or played. Its claim is taken before the stop's wait, so a stop
+    /// from anyone after the check ends it.
+    public func interrupt(with text: String, route: SpeechRoute,
+                          if current: @Sendable () -> Bool = { true }) async -> SpeechReport {
+        guard current() else { return stoppedReport() }
         acquire()
         defer { release() }
-        await stop()
-        return await speak(text, route: route)
+        endClaims()
+        let c = claim()
+        await sink.stop()
+        return await speak(text, route: route, claim: c)
     }
 
     /// Marks a multi-part utterance (a reply streamed sentence by sentence through `play`) as
@@ -100,8 +108,10 @@ public actor SpeechOutput {
     }
 
     /// Plays a short cue (the wake chime) on the speech sink, so `isAudible` covers it like speech.
-    public func playCue(_ pcm: PCMBuffer) async -> Bool {
-        (try? await playOnSink(pcm)) ?? false
+    /// Skipped when `current` says the cue is late (a stop came after the machine asked for it).
+    public func playCue(_ pcm: PCMBuffer, if current: @Sendable () -> Bool = { true }) async -> Bool {
+        guard current() else { return false }
+        return (try? await playOnSink(pcm)) ?? false
     }
 
     /// Whether the speaker is playing now, or stopped less than `tailMs` ago (the room's echo
@@ -210,13 +220,14 @@ public actor SpeechOutput {
     /// Speaks `text` (a reply's directive line is stripped and applied first).
     public func speak(_ text: String, route: SpeechRoute) async -> SpeechReport {
         acquire()
+        defer { release() }
         // The last one asked speaks: calls still on their way drop what they fetch.
         endClaims()
-        let c = claim()
-        defer {
-            claims.removeValue(forKey: ObjectIdentifier(c))
-            release()
-        }
+        return await speak(text, route: route, claim: claim())
+    }
+
+    private func speak(_ text: String, route: SpeechRoute, claim c: SpeechClaim) async -> SpeechReport {
+        defer { claims.removeValue(forKey: ObjectIdentifier(c)) }
         let (directive, body) = VoiceDirective.split(text)
         if let d = directive, !d.once {
             // Persistent directive: later replies use this voice too.

@@ -200,7 +200,9 @@ final class TalkLoop {
         while !pending.isEmpty {
             let input = pending.removeFirst()
             if case .wakeHeard = input { await sampleOperator() }
-            for action in machine.handle(input, nowMs: nowMs) {
+            let actions = machine.handle(input, nowMs: nowMs)
+            replies.machineStepped(speakerGeneration: machine.speaker.generation)
+            for action in actions {
                 if let follow = await perform(action, detectorFrame: detectorFrame) { pending.append(follow) }
             }
         }

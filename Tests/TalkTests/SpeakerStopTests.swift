@@ -105,6 +105,26 @@ final class HeldSpeakChannel: OperatorChannel {
         #expect(await stream.spoken.isEmpty, "nothing of it was heard")
     }
 
+    @Test func `a Listen message or cue that reaches the speaker after the machine moved on stops, fetches and plays nothing`() async throws {
+        let (channel, sink) = (HeldSpeakChannel(), RecordingSink())
+        let speech = SpeechOutput(channel: channel, sink: sink, config: SpeechConfig(), log: .silent)
+        let speaking = Task { await speech.speak("Still speaking.", route: .talkSpeak) }
+        try await waitFor("talk.speak asked") { channel.waiting == 1 }
+        let late = await speech.interrupt(with: "Too late.", route: .talkSpeak, if: { false })
+        #expect(late.outcome == .stopped && late.engine == "none", "\(late)")
+        #expect(sink.stops == 0 && channel.asked == ["Still speaking."], "it neither stopped the speaker nor fetched")
+        #expect(await !speech.playCue(PCMBuffer(format: .voice, samples: [Int16](repeating: 100, count: 320)), if: { false }))
+        #expect(sink.clips.isEmpty)
+        channel.answer(clip: true)
+        #expect(await speaking.value.outcome == .finished, "what was speaking goes on")
+        // Still current: it interrupts and speaks.
+        let now = Task { await speech.interrupt(with: "In time.", route: .talkSpeak, if: { true }) }
+        try await waitFor("its talk.speak") { channel.waiting == 1 }
+        #expect(sink.stops == 1)
+        channel.answer(clip: true)
+        #expect(await now.value.outcome == .finished && sink.clips.count == 2)
+    }
+
     @Test func `mute and unmute play their sound through the machine's cue`() async throws {
         let rig = LoopRig(holdSpeech: true) { $0.cues = [.mute: .generated, .unmute: .generated] }
         try await rig.run { rig in
