@@ -48,7 +48,7 @@ public actor SpeechOutput {
     /// Silences what is speaking at once, then speaks `text` (Listen, urgent notifications).
     /// The slot is held across the stop, so queued `speakWhenIdle` callers keep waiting.
     /// `current`: whether the clip is still wanted when this call reaches the speaker (the talk
-    /// loop asks whether the machine's generation is still the one its `play` carried); when not,
+    /// loop asks whether the machine's speaker has moved on since its `play`); when it has,
     /// nothing is stopped, fetched or played. Its claim is taken before the stop's wait, so a stop
     /// from anyone after the check ends it.
     public func interrupt(with text: String, route: SpeechRoute,
