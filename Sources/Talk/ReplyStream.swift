@@ -1,8 +1,9 @@
 // Speaks one reply while it streams in: chat events → sentences → clips, the next sentence's
 // clip fetched while the current one plays, so the first words are heard before the reply
-// has finished. A stop (generation change) ends it; nothing late is played. Its owner (the talk
-// loop's reply executor) runs `run()` as a child task; the next sentence's clip is fetched by a
-// child of that.
+// has finished. A stop ends it (the speaker's `stop()` ends its claim, or its task is cancelled);
+// nothing late is played. It keeps no counter of its own: the talk machine's speaker sub-state
+// is what numbers the clips. Its owner (the talk loop's reply executor) runs `run()` as a child
+// task; the next sentence's clip is fetched by a child of that.
 
 import Audio
 import ClawvoiceCore
@@ -24,7 +25,6 @@ public actor ReplyStream {
     private var started = false
     private var ended = false
     private var endWaiters: [WakeLatch] = []
-    private var generation: Int?
     /// Reports of what was spoken, in order, for tests and the bench.
     public private(set) var spoken: [SpeechReport] = []
     public private(set) var sentences: [String] = []
@@ -113,10 +113,9 @@ public actor ReplyStream {
         defer { end() }
         while !started && !Task.isCancelled { await work.wait() }
         guard started else { return }
-        let gen = await speech.currentGeneration
-        generation = gen
-        // One utterance from the first sentence to the last: queued announcements wait for the end.
-        await speech.beginUtterance()
+        // One utterance from the first sentence to the last: queued announcements wait for the end,
+        // and a stop ends its claim.
+        let claim = await speech.beginUtterance()
         let (speech, route) = (self.speech, self.route)
         await withTaskGroup(of: SpeechOutput.Prepared.self) { prefetch in
             // Whether a child is fetching the next sentence's clip while the current one plays.
@@ -128,7 +127,7 @@ public actor ReplyStream {
                     prepared = await speech.prepare(sentence, route: route, directive: splitter.directive)
                 }
                 fetching = false
-                guard await speech.currentGeneration == gen else { break }
+                guard !claim.isStopped else { break }
                 // Fetch the following sentence while this one plays.
                 if let following = nextIfReady() {
                     let directive = splitter.directive
@@ -137,7 +136,7 @@ public actor ReplyStream {
                 }
                 if firstAudioAt == nil { firstAudioAt = ContinuousClock.now }
                 currentStartedAt = ContinuousClock.now
-                let report = await speech.play(prepared, generation: gen)
+                let report = await speech.play(prepared, claim: claim)
                 if let start = currentStartedAt {
                     playedMs += (ContinuousClock.now - start) / .milliseconds(1)
                 }
@@ -154,7 +153,7 @@ public actor ReplyStream {
                 }
             }
             prefetch.cancelAll()
-            await speech.endUtterance()
+            await speech.endUtterance(claim)
         }
     }
 

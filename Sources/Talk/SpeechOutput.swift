@@ -1,54 +1,26 @@
 // Speaking text: fetch a clip from the gateway (talk.speak for Talk replies, tts.speak for
 // "listen to this"), decode it by format and play it; when the gateway cannot give a playable
 // clip for any reason, espeak-ng says it instead (the user always hears the answer); only a
-// stop or a session switch (the generation moved on) is silent. A generation counter drops
-// late clips.
+// stop or a session switch is silent. The player keeps no counter of its own (the talk
+// machine's speaker sub-state numbers the clips): `stop()` ends every call in flight, and a call
+// that was stopped (or whose task was cancelled) plays nothing it fetched or synthesised later.
 
 public import Audio
 public import ClawvoiceCore
 import Foundation
 public import GatewayClient
 import GatewayProtocol
+import Synchronization
 
-/// Where the audio of a spoken text should come from.
-public enum SpeechRoute: String, Sendable, Equatable, Codable {
-    /// `talk.speak`: Talk replies. Falls back on any error, `fallbackEligible` or not.
-    case talkSpeak
-    /// `tts.speak`: "listen to this message". Falls back on any error.
-    case ttsSpeak
-    /// espeak-ng only.
-    case local
-}
-
-/// What played and why, for the log, `say`, tests and the bench.
-public struct SpeechReport: Sendable, Equatable {
-    public enum Outcome: String, Sendable, Equatable { case finished, stopped, failed, silent }
-    /// "gateway" or "espeak-ng".
-    public var engine: String
-    public var provider: String?
-    public var outputFormat: String?
-    /// Why the gateway's clip was not used, when espeak-ng spoke instead.
-    public var fallbackReason: String?
-    public var outcome: Outcome
-    public var durationMs: Double
-    /// One line, when nothing could be spoken.
-    public var error: String?
-}
-
-/// Plays PCM; PulsePlayback in the daemon, a WAV file for `say --out`.
-public protocol SpeechSink: Sendable {
-    /// Plays to the end (true) or until `stop` (false).
-    func play(_ pcm: PCMBuffer) async throws -> Bool
-    func stop() async
-}
-
-public struct SpeechConfig: Sendable, Equatable {
-    public var voice = VoiceSettings()
-    /// Requested talk.speak format; the reply's own format is authoritative.
-    public var talkOutputFormat: String? = "pcm_24000"
-    public var talkSpeakTimeoutMs: Int64 = 45_000
-    public var ttsSpeakTimeoutMs: Int64 = 60_000
-    public init() {}
+/// One call's claim on the speaker: a `speak`, or a reply streamed from `beginUtterance` to
+/// `endUtterance`. `stop()` ends every claim in flight and a new `speak` ends the older ones
+/// (the last one asked speaks); an ended claim plays nothing more and never falls back.
+public final class SpeechClaim: Sendable {
+    private let ended = Mutex(false)
+    fileprivate init() {}
+    fileprivate func end() { ended.withLock { $0 = true } }
+    /// Ended by a stop or a later `speak`, or its caller's task was cancelled.
+    public var isStopped: Bool { ended.withLock { $0 } || Task.isCancelled }
 }
 
 public actor SpeechOutput {
@@ -56,7 +28,8 @@ public actor SpeechOutput {
     private let sink: any SpeechSink
     private var config: SpeechConfig
     private let log: LogSink
-    private var generation = 0
+    /// The claims in flight: what a stop silences.
+    private var claims: [ObjectIdentifier: SpeechClaim] = [:]
     /// `speak` calls in progress (fetching or playing), and who waits for that to reach zero.
     private var active = 0
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -74,18 +47,45 @@ public actor SpeechOutput {
 
     /// Silences what is speaking at once, then speaks `text` (Listen, urgent notifications).
     /// The slot is held across the stop, so queued `speakWhenIdle` callers keep waiting.
-    public func interrupt(with text: String, route: SpeechRoute) async -> SpeechReport {
+    /// `current`: whether the clip is still wanted when this call reaches the speaker (the talk
+    /// loop asks whether the machine's speaker has moved on since its `play`); when it has,
+    /// nothing is stopped, fetched or played. Its claim is taken before the stop's wait, so a stop
+    /// from anyone after the check ends it.
+    public func interrupt(with text: String, route: SpeechRoute,
+                          if current: @Sendable () -> Bool = { true }) async -> SpeechReport {
+        guard current() else { return stoppedReport() }
         acquire()
         defer { release() }
-        await stop()
-        return await speak(text, route: route)
+        endClaims()
+        let c = claim()
+        await sink.stop()
+        return await speak(text, route: route, claim: c)
     }
 
     /// Marks a multi-part utterance (a reply streamed sentence by sentence through `play`) as
     /// speaking from its first part to its last, so queued speakers do not slip into the gaps.
-    /// Every `beginUtterance` needs exactly one `endUtterance`.
-    public func beginUtterance() { acquire() }
-    public func endUtterance() { release() }
+    /// Every `beginUtterance` needs exactly one `endUtterance`; the claim it returns is what
+    /// `play` checks, so a stop ends the whole utterance.
+    public func beginUtterance() -> SpeechClaim {
+        acquire()
+        return claim()
+    }
+    public func endUtterance(_ c: SpeechClaim) {
+        claims.removeValue(forKey: ObjectIdentifier(c))
+        release()
+    }
+
+    private func claim() -> SpeechClaim {
+        let c = SpeechClaim()
+        claims[ObjectIdentifier(c)] = c
+        return c
+    }
+
+    /// Ends every claim in flight (their late clips are dropped, none falls back).
+    private func endClaims() {
+        for c in claims.values { c.end() }
+        claims.removeAll()
+    }
 
     private func acquire() { active += 1 }
 
@@ -108,8 +108,10 @@ public actor SpeechOutput {
     }
 
     /// Plays a short cue (the wake chime) on the speech sink, so `isAudible` covers it like speech.
-    public func playCue(_ pcm: PCMBuffer) async -> Bool {
-        (try? await playOnSink(pcm)) ?? false
+    /// Skipped when `current` says the cue is late (a stop came after the machine asked for it).
+    public func playCue(_ pcm: PCMBuffer, if current: @Sendable () -> Bool = { true }) async -> Bool {
+        guard current() else { return false }
+        return (try? await playOnSink(pcm)) ?? false
     }
 
     /// Whether the speaker is playing now, or stopped less than `tailMs` ago (the room's echo
@@ -150,12 +152,9 @@ public actor SpeechOutput {
 
     /// Stops what is playing and drops clips still on their way. A stop never falls back.
     public func stop() async {
-        generation += 1
+        endClaims()
         await sink.stop()
     }
-
-    /// The current playback generation: anything prepared under an older one is dropped.
-    public var currentGeneration: Int { generation }
 
     /// Audio ready to play, fetched (and decoded, or synthesised) ahead of time.
     public struct Prepared: Sendable {
@@ -167,7 +166,7 @@ public actor SpeechOutput {
 
     /// Fetches and decodes (or synthesises) one piece of text without playing it, so the next
     /// sentence's clip can be on its way while the current one plays. Never falls back for a
-    /// stop: the caller checks the generation before playing.
+    /// stop: `play` checks the caller's claim before playing.
     public func prepare(_ text: String, route: SpeechRoute, directive: VoiceDirective? = nil) async -> Prepared {
         var voice = config.voice
         if let d = directive { voice = voice.applying(lang: d.language, speed: d.speed, rateWpm: d.rateWpm) }
@@ -199,21 +198,21 @@ public actor SpeechOutput {
         }
     }
 
-    /// Plays prepared audio if `generation` is still current.
-    public func play(_ prepared: Prepared, generation gen: Int) async -> SpeechReport {
-        guard gen == generation else { return stoppedReport() }
+    /// Plays prepared audio unless `claim` has been stopped.
+    public func play(_ prepared: Prepared, claim c: SpeechClaim) async -> SpeechReport {
+        guard !c.isStopped else { return stoppedReport() }
         guard let pcm = prepared.pcm else { return prepared.report }
         var report = prepared.report
         do {
             let finished = try await playOnSink(pcm)
-            report.outcome = finished && gen == generation ? .finished : .stopped
+            report.outcome = finished && !c.isStopped ? .finished : .stopped
         } catch {
-            if gen != generation { return stoppedReport() }
+            if c.isStopped { return stoppedReport() }
             // The clip would not play: say it with espeak-ng (unless it already was espeak-ng).
             guard report.engine == "gateway" else { report.outcome = .failed; report.error = "\(error)"; return report }
             let fallback = await local(prepared.text, voice: prepared.voice, reason: "playback failed: \(error)")
             guard fallback.pcm != nil else { return fallback.report }
-            return await play(fallback, generation: gen)
+            return await play(fallback, claim: c)
         }
         return report
     }
@@ -222,8 +221,13 @@ public actor SpeechOutput {
     public func speak(_ text: String, route: SpeechRoute) async -> SpeechReport {
         acquire()
         defer { release() }
-        generation += 1
-        let gen = generation
+        // The last one asked speaks: calls still on their way drop what they fetch.
+        endClaims()
+        return await speak(text, route: route, claim: claim())
+    }
+
+    private func speak(_ text: String, route: SpeechRoute, claim c: SpeechClaim) async -> SpeechReport {
+        defer { claims.removeValue(forKey: ObjectIdentifier(c)) }
         let (directive, body) = VoiceDirective.split(text)
         if let d = directive, !d.once {
             // Persistent directive: later replies use this voice too.
@@ -237,32 +241,32 @@ public actor SpeechOutput {
         if route != .local {
             switch await fetchClip(spoken, route: route, directive: directive) {
             case .clip(let pcm, let provider, let format):
-                guard gen == generation else { return stoppedReport() }
+                guard !c.isStopped else { return stoppedReport() }
                 do {
                     let began = ContinuousClock.now
                     let finished = try await playOnSink(pcm)
-                    let done = finished && gen == generation
+                    let done = finished && !c.isStopped
                     return SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
                                         outcome: done ? .finished : .stopped,
                                         durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
                 } catch {
-                    if gen != generation { return stoppedReport() }
+                    if c.isStopped { return stoppedReport() }
                     fallbackReason = "playback failed: \(error)"
                 }
             case .fallback(let reason):
                 fallbackReason = reason
             }
-            guard gen == generation else { return stoppedReport() }
+            guard !c.isStopped else { return stoppedReport() }
             log.log(.info, "speech", "speaking with espeak-ng instead: \(fallbackReason ?? "")")
         }
         var voice = config.voice
         if let d = directive { voice = voice.applying(lang: d.language, speed: d.speed, rateWpm: d.rateWpm) }
         do {
             let pcm = try await Self.synthesize(spoken, voice)
-            guard gen == generation else { return stoppedReport() }
+            guard !c.isStopped else { return stoppedReport() }
             let began = ContinuousClock.now
             let finished = try await playOnSink(pcm)
-            let done = finished && gen == generation
+            let done = finished && !c.isStopped
             return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason, outcome: done ? .finished : .stopped,
                                 durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))
         } catch {

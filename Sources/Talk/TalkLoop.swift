@@ -200,7 +200,9 @@ final class TalkLoop {
         while !pending.isEmpty {
             let input = pending.removeFirst()
             if case .wakeHeard = input { await sampleOperator() }
-            for action in machine.handle(input, nowMs: nowMs) {
+            let actions = machine.handle(input, nowMs: nowMs)
+            replies.machineStepped(speakerGeneration: machine.speaker.generation)
+            for action in actions {
                 if let follow = await perform(action, detectorFrame: detectorFrame) { pending.append(follow) }
             }
         }
@@ -265,10 +267,9 @@ final class TalkLoop {
             if level >= .warning { lastWarning = message }
         case .wakeAt(let ms):
             armTimer(ms)
-        case .mutedChanged(let on, let announce):
+        case .mutedChanged(let on, _):
             onMuteChange?(on)
-            emit(on ? "muted" : "unmuted")
-            if announce { replies.playCue(on ? .mute : .unmute, generation: -1) }
+            emit(on ? "muted" : "unmuted")  // the sound, when announced, is the machine's `.cue` after this
         case .clearPreRoll:
             ears.clearPreRoll()
         case .play(let clip, let generation):

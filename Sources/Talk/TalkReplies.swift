@@ -2,7 +2,8 @@
 // followed (one ReplyStream per run), the feedback cues and the wake chime, Listen messages and
 // spoken notifications. It carries out the machine's reply and speaker actions (`play`,
 // `stopSpeech`) as child tasks of the loop and reports each clip's end back into the inbox; what
-// plays when, and what silences what, is the machine's speaker sub-state (TalkMachine+Speaker.swift).
+// plays when, and what silences what, is the machine's speaker sub-state (TalkMachine+Speaker.swift),
+// whose generation is the only one: the executor checks it before a job plays, the players keep none.
 
 import Audio
 import ClawvoiceCore
@@ -19,6 +20,18 @@ final class ReplyExecutor {
     private var startedReplies: Set<String> = []
     /// The chat event being handled (its `feedReply` action feeds it).
     var currentChat: ChatEvent?
+    /// The machine's speaker generation as of the loop's last step, written before the step's
+    /// actions are carried out. The executor keeps no generation of its own: a Listen message, a
+    /// cue or the chime plays only while this is still the one its action carried, so one that
+    /// reaches the speaker after a stop (a push-to-talk, the same Listen again) is dropped.
+    private let machineGeneration = Locked(0)
+
+    func machineStepped(speakerGeneration g: Int) { machineGeneration.withLock { $0 = g } }
+
+    private func current(_ g: Int) -> @Sendable () -> Bool {
+        let seen = machineGeneration
+        return { seen.withLock { $0 } == g }
+    }
 
     init(speech: SpeechOutput, log: LogSink, cues: [TalkCue: WakeChime], post: AsyncStream<TalkController.Item>.Continuation,
          jobs: TalkJobs) {
@@ -71,9 +84,9 @@ final class ReplyExecutor {
 
     /// `generation`: the machine's, for the chime's end.
     func playChime(_ pcm: PCMBuffer?, generation: Int) {
-        let (speech, post) = (self.speech, self.post)
+        let (speech, post, current) = (self.speech, self.post, current(generation))
         jobs.add {
-            if let pcm { _ = await speech.playCue(pcm) }
+            if let pcm { _ = await speech.playCue(pcm, if: current) }
             post.yield(.input(.speaker(.ended(.chime, generation: generation))))
         }
     }
@@ -81,21 +94,21 @@ final class ReplyExecutor {
     /// A cue never cuts speech (one playback stream at a time): while the speaker plays it is skipped.
     func playCue(_ cue: TalkCue, generation: Int) {
         let pcm = sounds.sounds[cue]
-        let (speech, post) = (self.speech, self.post)
+        let (speech, post, current) = (self.speech, self.post, current(generation))
         jobs.add {
-            if let pcm, await !speech.speakerState().playing { _ = await speech.playCue(pcm) }
+            if let pcm, await !speech.speakerState().playing { _ = await speech.playCue(pcm, if: current) }
             post.yield(.input(.speaker(.ended(.cue(cue), generation: generation))))
         }
     }
 
     /// Plays what the machine's speaker sub-state says, as a child of the loop; its end comes back as an item.
     func play(_ clip: TalkMachine.SpeakerClip, generation: Int, route: SpeechRoute) {
-        let (speech, post) = (self.speech, self.post)
+        let (speech, post, current) = (self.speech, self.post, current(generation))
         switch clip {
         case .listen(let id, let text):
             jobs.add {
                 // Silences the message before (or a Talk reply) now rather than when the new clip arrives.
-                let report = await speech.interrupt(with: text, route: .ttsSpeak)
+                let report = await speech.interrupt(with: text, route: .ttsSpeak, if: current)
                 post.yield(.speaker(.listenEnded(messageId: id, generation: generation, report)))
             }
         case .notification(let notice):

@@ -173,6 +173,47 @@ extension MachineDriver {
     }
 }
 
+@Suite struct TalkSpeakerCueTests {
+    func cues(_ out: [TalkMachine.Action]) -> [TalkCue] { out.compactMap { if case .cue(let c) = $0 { return c }; return nil } }
+
+    @Test func muteAndUnmuteAnnouncedAreCuesOfTheSpeakerWhoseEndsClearThem() {
+        var d = MachineDriver()
+        let mute = d.feed(.setMuted(true, announce: true))
+        #expect(cues(mute) == [.mute], "the mute sound is the machine's cue action")
+        let at = mute.firstIndex { if case .mutedChanged = $0 { return true }; return false }
+        #expect(at != nil && at! < mute.firstIndex { if case .cue = $0 { return true }; return false }!, "after the state changed")
+        let g = d.m.speaker.generation
+        #expect(d.m.speaker.cue == TalkMachine.Speaker.Clip(what: .cue(.mute), generation: g))
+        #expect(d.m.speaker.now == .cue(.mute))
+        d.speaker(.ended(.cue(.mute), generation: g))
+        #expect(d.m.speaker.now == .nothing)
+        let unmute = d.feed(.setMuted(false, announce: true))
+        #expect(cues(unmute) == [.unmute])
+        #expect(d.m.speaker.now == .cue(.unmute))
+        d.speaker(.ended(.cue(.unmute), generation: g))
+        #expect(d.m.speaker.now == .nothing)
+    }
+
+    @Test func noSoundWhenNotAnnouncedOrWhenNothingChanged() {
+        var d = MachineDriver()
+        #expect(cues(d.feed(.setMuted(true, announce: false))).isEmpty, "the muted state restored at start is silent")
+        #expect(d.m.speaker.now == .nothing)
+        #expect(cues(d.feed(.setMuted(true, announce: true))).isEmpty, "already muted: no second sound")
+        #expect(cues(d.feed(.setMuted(false, announce: false))).isEmpty)
+        #expect(cues(d.feed(.setMuted(false, announce: true))).isEmpty, "already unmuted")
+    }
+
+    @Test func aStopSilencesTheMuteSoundAndItsLateEndChangesNothing() {
+        var d = MachineDriver()
+        d.feed(.setMuted(true, announce: true))
+        let g = d.m.speaker.generation
+        d.speaker(.listen(messageId: "m1", text: "Listen."))
+        #expect(d.m.speaker.cue == nil && d.m.speaker.now == .listen(messageId: "m1"), "a Listen message silences the cue")
+        d.speaker(.ended(.cue(.mute), generation: g))
+        #expect(d.m.speaker.now == .listen(messageId: "m1"), "the silenced cue's end does not touch the Listen message")
+    }
+}
+
 @Suite struct TalkSpeakerOrderTests {
     /// Every order of two ordinary notifications, an urgent one, a Listen message, push-to-talk
     /// and a session switch, each clip's end fed back once it plays: each notification is spoken

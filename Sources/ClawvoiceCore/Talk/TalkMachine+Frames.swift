@@ -112,6 +112,8 @@ extension TalkMachine {
             out.append(.resetWake)
         }
         out.append(.mutedChanged(on, announce: announce))
+        // Its sound is a cue like the others: the speaker sub-state records it, the loop plays it.
+        if announce { out.append(.cue(on ? .mute : .unmute)) }
         out.append(.log(.info, "talk", on ? "muted: microphone and wake word off" : "unmuted"))
     }
 

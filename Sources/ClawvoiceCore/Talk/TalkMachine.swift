@@ -230,11 +230,11 @@ public struct TalkMachine: Sendable {
         case log(LogLevel, String, String)
         /// Call back with `.tick` at this time (or earlier).
         case wakeAt(Int64)
-        /// The muted state changed: remember it, say so (sound when `announce`), publish it.
+        /// The muted state changed: remember it, say so, publish it (when `announce`, a `cue` follows).
         case mutedChanged(Bool, announce: Bool)
         /// Forget the pre-roll and wake lookback (audio from before a mute).
         case clearPreRoll
-        /// A sound for the user: the end of listening, an error.
+        /// A sound for the user: the end of listening, an error, mute and unmute.
         case cue(TalkCue)
         /// End the realtime call (a session or gateway switch).
         case endCall(reason: String)
