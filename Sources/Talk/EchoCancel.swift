@@ -12,10 +12,25 @@ import Foundation
 import GatewayClient
 
 /// The speaker's current clip at 16 kHz mono, with the time it started, for the canceller.
+///
+/// A stopped clip is kept until the next one starts (or a second has passed): frames reach the
+/// canceller tens of milliseconds after they were recorded, and those recorded before the stop
+/// still hold its echo. Read back against silence, that echo (as loud as the user, at a barge-in)
+/// went through uncancelled in the middle of the user's words, and the linear filter's history
+/// held zeros where the clip had played for as long as it spans (WakeOverReplyTests).
 public final class EchoReference: Sendable {
-    private let state = Mutex<(start: ContinuousClock.Instant, samples: [Int16], clip: Int)?>(nil)
+    private struct Clip {
+        var start: ContinuousClock.Instant
+        var samples: [Int16]
+        var id: Int
+        /// When it was stopped, and the index of the first sample not heard.
+        var ended: (at: ContinuousClock.Instant, index: Int)?
+    }
+    private let state = Mutex<Clip?>(nil)
     private let clips = Mutex(0)
     private let offset = Mutex<Duration?>(nil)
+    /// How long a stopped clip is kept for frames recorded before its stop.
+    package static let stoppedHold: Duration = .seconds(1)
     public init() {}
 
     /// A clip starts playing now.
@@ -23,31 +38,39 @@ public final class EchoReference: Sendable {
         let mono = pcm.mono()
         let at16k = (try? Resampler.convert(mono, toRateHz: 16_000).samples) ?? []
         let clip = clips.withLock { $0 += 1; return $0 }
-        state.withLock { $0 = (.now, at16k, clip) }
+        state.withLock { $0 = Clip(start: .now, samples: at16k, id: clip) }
     }
 
     /// PulseAudio's timing info says when the clip's first sample is heard (PlaybackTiming):
     /// from now on the reference follows it instead of the moment the clip was handed over.
     public func align(startedAt: ContinuousClock.Instant) {
         state.withLock { s in
-            guard let current = s else { return }
+            guard var current = s, current.ended == nil else { return }
             offset.withLock { $0 = startedAt - current.start }
-            s = (startedAt, current.samples, current.clip)
+            current.start = startedAt
+            s = current
         }
     }
 
     /// The last measured playback latency: from handing a clip over to its first sample heard.
     public var measuredPlaybackLatency: Duration? { offset.withLock { $0 } }
 
-    /// The clip ended or was stopped.
-    public func end() { state.withLock { $0 = nil } }
+    /// The clip ended or was stopped: nothing is heard from now on.
+    public func end() {
+        let now = ContinuousClock.now
+        state.withLock { s in
+            guard var c = s, c.ended == nil else { return }
+            c.ended = (now, max(0, Self.index(now - c.start)))
+            s = c
+        }
+    }
 
     /// A streamed clip (a realtime call's audio, 16 kHz mono) grows by what was just written to
     /// the speaker; `begin` an empty one first. Only the last minute is kept: 30 s go at a time,
     /// and the start moves on with them, so every kept sample keeps its time.
     public func append(_ samples16k: [Int16]) {
         state.withLock { s in
-            guard var current = s else { return }
+            guard var current = s, current.ended == nil else { return }
             s = nil  // one copy of the array while it grows
             current.samples += samples16k
             if current.samples.count > 16_000 * 60 {
@@ -58,21 +81,35 @@ public final class EchoReference: Sendable {
         }
     }
 
-    /// The clip playing at `t` and the index in it of the sample heard then (nil: nothing plays).
-    func position(at t: ContinuousClock.Instant) -> (clip: Int, index: Int)? {
-        guard let (start, _, clip) = state.withLock({ $0 }) else { return nil }
-        let d = t - start
-        return (clip, Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000))
+    private static func index(_ d: Duration) -> Int {
+        Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000)
     }
 
-    /// `count` samples of `clip` ending at `end` (zeros outside it, or when another clip plays).
+    /// The clip playing at `t` and the index in it of the sample heard then (nil: nothing plays).
+    /// `span`: the caller reads that long a stretch up to `t`, so a clip stopped within it counts.
+    func position(at t: ContinuousClock.Instant, span: Duration = .zero) -> (clip: Int, index: Int)? {
+        let clip: Clip? = state.withLock { s in
+            guard let c = s else { return nil }
+            if let e = c.ended {
+                if ContinuousClock.now - e.at > Self.stoppedHold { s = nil; return nil }  // let its samples go
+                if t - span >= e.at { return nil }
+            }
+            return Clip(start: c.start, samples: [], id: c.id, ended: c.ended)
+        }
+        guard let clip else { return nil }
+        return (clip.id, Self.index(t - clip.start))
+    }
+
+    /// `count` samples of `clip` ending at `end` (zeros outside it, after its stop, or when
+    /// another clip plays).
     func samples(clip: Int, endingAt end: Int, count: Int) -> [Int16] {
         var out = [Int16](repeating: 0, count: count)
         state.withLock { s in
-            guard let s, s.clip == clip else { return }
+            guard let s, s.id == clip else { return }
+            let heard = min(s.samples.count, s.ended?.index ?? Int.max)
             for i in 0..<count {
                 let j = end - count + i
-                if j >= 0 && j < s.samples.count { out[i] = s.samples[j] }
+                if j >= 0 && j < heard { out[i] = s.samples[j] }
             }
         }
         return out
@@ -80,7 +117,7 @@ public final class EchoReference: Sendable {
 
     /// The `count` samples that were playing up to `t` (zeros where nothing played).
     public func samples(endingAt t: ContinuousClock.Instant, count: Int) -> [Int16] {
-        guard let p = position(at: t) else { return [Int16](repeating: 0, count: count) }
+        guard let p = position(at: t, span: .microseconds(Int64(count) * 1_000_000 / 16_000)) else { return [Int16](repeating: 0, count: count) }
         return samples(clip: p.clip, endingAt: p.index, count: count)
     }
 }
@@ -237,7 +274,7 @@ package final class CaptureCleaner {
         let d = observed - base
         let at = clock.end(observed: Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000), count: n)
         let t = base + .microseconds(Int64(at) * 1_000_000 / 16_000)
-        guard let p = reference.position(at: t) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
+        guard let p = reference.position(at: t, span: .microseconds(Int64(n) * 1_000_000 / 16_000)) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
         let end = cursor.end(target: p.index, clip: p.clip, count: n)
         return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n))
     }
