@@ -92,6 +92,8 @@ public final class LiveAudio: Sendable {
             }
             // Straight from the sound server's thread into the talk loop's inbox (no hop between).
             capture.onFrame = { frame in controller.micFrame(frame.pcm, at: frame.recordedAt, followsGap: frame.followsGap) }
+            // The loop's pace sets the server's read size: 80 ms while only the wake word listens.
+            controller.onMicrophonePacing { pacing in capture.setFragment(milliseconds: pacing.fragmentMilliseconds) }
             // stop() between the check above and here finds the capture and stops it.
             guard state.withLock({ s in s.capture = capture; return !s.stopped }) else { break }
             do {
@@ -115,8 +117,10 @@ public final class LiveAudio: Sendable {
                 }
                 capture.stop()
             }
+            controller.onMicrophonePacing(nil)
             try? await Task.sleep(for: .seconds(2))
         }
+        controller.onMicrophonePacing(nil)
         let capture = state.withLock { s -> PulseCapture? in defer { s.capture = nil }; return s.capture }
         capture?.stop()
         playback.stop()

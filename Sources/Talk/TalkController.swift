@@ -33,9 +33,9 @@ public final class TalkController: Sendable {
         var lastSpeech: SpeechReport?
         var lastReply: ReplyStream?
         var muted = false
-        /// Nothing but the wake listener hears the microphone (idle, speaker silent, no call):
-        /// frames may reach the loop a few at a time (issue 25: one inbox hop per 80 ms, not 20).
-        var framesMayWait = false
+        /// The microphone's pace (issue 25): relaxed while nothing but the wake listener hears it
+        /// (idle, speaker silent, no call): frames reach the loop 4 at a time (one hop per 80 ms).
+        var pacing = MicrophonePacing.prompt
         var listening: String?
         var lastListen: (messageId: String, report: SpeechReport)?
         var speaker = TalkMachine.Playing.nothing
@@ -107,6 +107,8 @@ public final class TalkController: Sendable {
     private let tokens = Locked(0)
     /// Frames the capture thread holds back while they may wait (only `micFrame` touches them).
     let held = Locked<[HeldFrame]>([])
+    /// Who sets the microphone's pace at the sound server (LiveAudio), and the pace it last set.
+    let pacer = Locked<(hook: (@Sendable (MicrophonePacing) -> Void)?, pacing: MicrophonePacing)>((nil, .prompt))
     /// A fresh number for a command or a notification.
     func nextToken() -> Int { tokens.withLock { $0 += 1; return $0 } }
 
@@ -207,10 +209,10 @@ extension TalkController {
     /// One 20 ms microphone frame (16 kHz mono), in order, from the capture loop.
     /// `followsGap`: the capture lost audio before this frame (the sound server came back).
     public func micFrame(_ frame: PCMBuffer, at: ContinuousClock.Instant = .now, followsGap: Bool = false) {
-        let mayWait = published.withLock { $0.framesMayWait }
+        let perItem = published.withLock { $0.pacing.framesPerItem }
         let batch = held.withLock { h -> [HeldFrame]? in
             h.append(HeldFrame(pcm: frame, at: at, followsGap: followsGap))
-            guard !mayWait || h.count >= Self.idleBatch else { return nil }
+            guard h.count >= perItem else { return nil }
             defer { h.removeAll(keepingCapacity: true) }
             return h
         }
@@ -225,8 +227,24 @@ extension TalkController {
         let followsGap: Bool
     }
 
-    /// Frames per inbox item while only the wake listener hears them (80 ms: one wake front-end hop).
-    static let idleBatch = 4
+    /// `hook` sets the microphone's pace at the sound server: called at once with the pace of now,
+    /// then on every change, in order, from the talk loop (never from the sound server's thread,
+    /// so it may take the server's lock); nil removes it.
+    public func onMicrophonePacing(_ hook: (@Sendable (MicrophonePacing) -> Void)?) {
+        pacer.withLock { p in
+            p.hook = hook
+            hook?(p.pacing)
+        }
+    }
+
+    /// The loop's pace changed: the sound server hears of it now (under the lock, so in order).
+    func pace(_ pacing: MicrophonePacing) {
+        pacer.withLock { p in
+            guard p.pacing != pacing else { return }
+            p.pacing = pacing
+            p.hook?(pacing)
+        }
+    }
 
     public func setMicrophone(_ state: MicrophoneState) { send(.input(.microphone(state))) }
     /// A gateway event for Talk: transcripts from the relay, chat for replies, voicewake changes.

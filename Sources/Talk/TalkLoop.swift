@@ -42,8 +42,10 @@ final class TalkLoop {
     let ears: Ears
     var answers: [Int: CheckedContinuation<TalkMachine.Answer, Never>] = [:]
     var armedAtMs: Int64?
-    /// The speaker as the last frame found it (for the snapshot's framesMayWait).
+    /// The speaker as the last frame found it (for the microphone's pace).
     var speakerPlaying = false
+    /// The microphone's pace as last published.
+    var pacing = MicrophonePacing.prompt
     var onEvent: (@Sendable (TalkEvent) -> Void)?
     var onEndCall: (@Sendable (String) -> Void)?
     var onStartCall: (@Sendable (String) -> Void)?
@@ -168,8 +170,7 @@ final class TalkLoop {
     func publish() {
         let m = machine
         let (silence, wake) = (config.silenceTimeoutMs, ears.wakeStatus)
-        var mayWait = !machine.callMicrophoneOpen && !speakerPlaying
-        if case .idle = machine.phase {} else { mayWait = false }
+        let pacing = machine.microphonePacing(speakerPlaying: speakerPlaying)
         handle.published.withLock { s in
             switch m.phase {
             case .idle: s.phase = .idle
@@ -185,9 +186,14 @@ final class TalkLoop {
             s.wake = wake
             s.wake?.muted = m.muted
             s.muted = m.muted
-            s.framesMayWait = mayWait
+            s.pacing = pacing
             if case .listen(let id)? = m.speaker.listen?.what { s.listening = id } else { s.listening = nil }
             s.speaker = m.speaker.now
+        }
+        // After the snapshot (whose pace the capture thread reads), never under its lock.
+        if pacing != self.pacing {
+            self.pacing = pacing
+            handle.pace(pacing)
         }
     }
 

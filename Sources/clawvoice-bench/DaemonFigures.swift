@@ -3,9 +3,9 @@
 // config (a null sink is a loudspeaker, so echo cancelling is on; wake on), measured from the
 // outside: CPU as the process's own CPU time (/proc/PID/stat utime+stime) over a fixed wall
 // window, which other load on the machine does not inflate, and resident memory (VmRSS).
-// Beside the daemon, in the same window: `parec` reading the same microphone with the same
-// 20 ms fragments (the cost of capture alone), and each stage of the talk loop measured alone
-// (IdleStages). `--ptt-cycles N`: N push-to-talk turns through the gateway's node.invoke, RSS
+// Beside the daemon, in the same window: `parec` reading a microphone like it (its own null
+// sink's monitor) in 20 ms fragments (the cost of capture alone), and each stage of the talk
+// loop measured alone (IdleStages). `--ptt-cycles N`: N push-to-talk turns through the gateway's node.invoke, RSS
 // sampled as they go, and the slope of a line through the samples after the first tenth.
 
 import Audio
@@ -103,13 +103,25 @@ final class DaemonUnderTest {
     }
 }
 
-/// `parec` on the same microphone with 20 ms fragments: capture alone, the daemon's floor.
+/// `parec` with 20 ms fragments on a microphone like the daemon's (a 16 kHz mono null sink's
+/// monitor, hearing silence) but of its own: capture alone, the daemon's floor. Not the daemon's
+/// source: a source runs at the shortest latency any of its readers asks for, so a parec on it
+/// would hold the idle daemon's reads to 20 ms too (it asks for 80 ms while only wake listens).
 func startParec(pulse: PrivatePulseServer) throws -> Process {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
-    p.arguments = ["-d", PrivatePulseServer.microphone, "--rate=16000", "--channels=1", "--format=s16le", "--latency-msec=20", "--raw"]
     var env = ProcessInfo.processInfo.environment
     env["PULSE_SERVER"] = pulse.server
+    let load = Process()
+    load.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
+    load.arguments = ["load-module", "module-null-sink", "sink_name=cv_bench_parec", "rate=16000", "channels=1"]
+    load.environment = env
+    load.standardOutput = FileHandle.nullDevice
+    load.standardError = FileHandle.nullDevice
+    try load.run()
+    load.waitUntilExit()
+    guard load.terminationStatus == 0 else { throw BenchError("pactl could not add the baseline's null sink") }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
+    p.arguments = ["-d", "cv_bench_parec.monitor", "--rate=16000", "--channels=1", "--format=s16le", "--latency-msec=20", "--raw"]
     p.environment = env
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
@@ -143,7 +155,7 @@ func idleFigures(seconds: Double, pulse: PrivatePulseServer) async throws -> [Fi
     let daemonShare = (d1 - d0) / wall, parecShare = (p1 - p0) / wall
     out.append(Figure(name: "idle_daemon_cpu", value: daemonShare * 100, unit: "% of a core", baseline: parec == nil ? nil : parecShare * 100,
                       ratio: parec == nil || parecShare == 0 ? nil : daemonShare / parecShare,
-                      detail: String(format: "clawvoice run, default config (echo cancelling on a null-sink loudspeaker, wake on, stop word loaded), microphone hearing silence, from 12 s after start (after the rest's memory release): CPU time over %.0f s of wall time (/proc/PID/stat); baseline: parec reading the same microphone in 20 ms fragments over the same window; goal ≤ 1 %%", wall)))
+                      detail: String(format: "clawvoice run, default config (echo cancelling on a null-sink loudspeaker, wake on, stop word loaded), microphone hearing silence, from 12 s after start (after the rest's memory release): CPU time over %.0f s of wall time (/proc/PID/stat); baseline: parec reading a microphone of its own like it (a null sink's monitor) in 20 ms fragments over the same window; goal ≤ 1 %%", wall)))
     out.append(Figure(name: "idle_daemon_rss", value: rss, unit: "MB", baseline: 30, ratio: rss / 30,
                       detail: String(format: "VmRSS of the same daemon at the end of the window: %.1f MB anonymous, %.1f MB file-backed (shared libraries' pages it touched); %d threads; baseline column: the goal, 30 MB", anon, file, Int(threads))))
     // Each stage alone, on this thread.

@@ -1,5 +1,6 @@
 // Tests for PulseCapture against the private server: exact 20 ms frames with the tone that was
-// played into the "microphone", and frames dropped (and counted) when nobody reads them.
+// played into the "microphone", frames dropped (and counted) when nobody reads them, and the
+// read size (fragment) changed while it runs.
 
 import Audio
 import ClawvoiceCore
@@ -43,6 +44,49 @@ extension PulseAudioTests {
             #expect(abs(tone.rms - 0.5 / 2.0.squareRoot()) < 0.03)
             let hz = PulseTestAudio.frequency(of: tone)
             #expect(abs(hz - 1000) < 15, "measured \(hz) Hz")
+        }
+
+        @Test func `80 ms reads bring four frames at a time, 20 ms reads one, and none is lost`() async throws {
+            let server = try PulseTestServer.ensure()
+            // A microphone nobody else records (a source runs at the shortest latency asked of it),
+            // with rewinds, like a sound card: a norewinds null sink renders in blocks of about a
+            // third of the latency asked (parec at 80 ms gets ~40 reads a second there, ~11 here).
+            let name = "cvt_pace_\(UUID().uuidString.prefix(8).lowercased())"
+            let loaded = try PulseTestServer.pactl(["load-module", "module-null-sink", "sink_name=\(name)", "rate=16000", "channels=1"], server: server)
+            let mic = PulseTestServer.ScratchSink(name: name, module: loaded.out.trimmingCharacters(in: .whitespacesAndNewlines), server: server)
+            #expect(loaded.status == 0, "\(loaded.err)")
+            defer { mic.unload() }
+            let connection = PulseConnection(server: server)
+            defer { connection.close() }
+            let capture = PulseCapture(connection: connection, source: mic.monitor, bufferedFrames: 500)
+            let recorder = PulseFrameRecorder(capture)
+            try await capture.start()
+            try mic.resetClock()
+            try await Task.sleep(for: .seconds(1))
+            let relaxedFrom = recorder.count
+            capture.setFragment(milliseconds: 80)
+            try await Task.sleep(for: .milliseconds(1500))
+            let promptFrom = recorder.count
+            capture.setFragment(milliseconds: 20)
+            try await Task.sleep(for: .seconds(1))
+            capture.stop()
+            await recorder.finished()
+
+            let frames = recorder.frames
+            #expect(frames.map(\.sequence) == Array(0..<frames.count))
+            #expect(capture.droppedFrames == 0)
+            #expect(frames.count > 150, "3.5 s of frames: \(frames.count)")
+            // Frames read together share the moment they were read. Skip each span's first 200 ms
+            // (the server takes a moment to change).
+            func framesPerRead(_ range: Range<Int>) -> Double {
+                let span = frames[(range.lowerBound + 10)..<max(range.lowerBound + 11, range.upperBound)]
+                return Double(span.count) / Double(Set(span.map(\.receivedAt)).count)
+            }
+            let before = framesPerRead(10..<relaxedFrom), relaxed = framesPerRead(relaxedFrom..<promptFrom)
+            let after = framesPerRead(promptFrom..<frames.count)
+            #expect(before < 2, "20 ms reads: \(before) frames a read")
+            #expect(relaxed >= 3, "80 ms reads: \(relaxed) frames a read")
+            #expect(after < 2, "20 ms reads again: \(after) frames a read")
         }
 
         @Test func `espeak speech played into the microphone is one utterance to the endpointer`() async throws {

@@ -1,6 +1,6 @@
 // The talk loop on its embedded rig (TalkLoopSupport.swift): push-to-talk start/stop, cancel,
-// a reply spoken, a session switch stopping the speaker and a timer on the injected clock, each
-// in milliseconds, without PulseAudio or a gateway.
+// a reply spoken, a session switch stopping the speaker, a timer on the injected clock and the
+// microphone's pace, each in milliseconds, without PulseAudio or a gateway.
 
 import Audio
 import ClawvoiceCore
@@ -94,6 +94,53 @@ import Testing
                 #expect(e.code == PTTError.microphone("").code, "\(e)")
             }
             #expect(ContinuousClock.now - started < .seconds(2), "3 s of talk time took \(ContinuousClock.now - started)")
+        }
+    }
+
+    @Test func `the microphone is relaxed at rest and prompt while a turn or the speaker hears it`() async throws {
+        let rig = LoopRig(holdSpeech: true)
+        let paces = Locked<[MicrophonePacing]>([])
+        rig.talk.onMicrophonePacing { pace in paces.withLock { $0.append(pace) } }
+        #expect(paces.withLock { $0 } == [.prompt], "told the pace of now at once")
+        try await rig.run { rig in
+            rig.talk.setMicrophone(.live)
+            try await rig.eventually("relaxed at rest") { paces.withLock { $0.last } == .relaxed }
+            let id = try await rig.talk.start()
+            #expect(paces.withLock { $0.last } == .prompt, "prompt as soon as the capture is open")
+            rig.speak(frames: 15)
+            _ = await rig.talk.stop()
+            try await rig.eventually("relaxed once the turn is out") { rig.talk.phase == .idle && paces.withLock { $0.last } == .relaxed }
+            #expect(id.isEmpty == false)
+            // The speaker playing: each frame at once again (barge-in, the stop word, the canceller).
+            rig.talk.followReply(runId: "run-1")
+            rig.talk.handle(Self.chat("run-1", "final", "A long answer that is still being spoken."))
+            try await rig.eventually("the reply playing") { rig.sink.clips.count == 1 }
+            rig.speak(frames: 4)
+            try await rig.eventually("prompt while the speaker plays") { paces.withLock { $0.last } == .prompt }
+            rig.sink.release()
+            try await rig.eventually("the reply's end") { rig.talk.lastSpeech != nil }
+            rig.speak(frames: 4)
+            try await rig.eventually("relaxed after it") { paces.withLock { $0.last } == .relaxed }
+            #expect(paces.withLock { $0 } == [.prompt, .relaxed, .prompt, .relaxed, .prompt, .relaxed], "each change once, in order")
+        }
+    }
+
+    @Test func `relaxed frames reach the loop four to an item, prompt ones one by one`() async throws {
+        let rig = LoopRig()
+        try await rig.run { rig in
+            rig.talk.setMicrophone(.live)
+            await rig.talk.barrier()
+            #expect(rig.talk.published.withLock { $0.pacing } == .relaxed)
+            rig.speak(frames: 3)
+            #expect(rig.talk.held.withLock { $0.count } == 3, "three frames wait for a fourth")
+            rig.speak(frames: 1)
+            #expect(rig.talk.held.withLock { $0.count } == 0, "the fourth posts all four")
+            rig.speak(frames: 2)
+            _ = try await rig.talk.start()
+            #expect(rig.talk.published.withLock { $0.pacing } == .prompt)
+            rig.speak(frames: 1)
+            #expect(rig.talk.held.withLock { $0.count } == 0, "a prompt frame posts what waited with it")
+            _ = await rig.talk.cancel()
         }
     }
 }

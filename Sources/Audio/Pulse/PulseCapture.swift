@@ -132,6 +132,11 @@ public final class PulseCapture: Sendable {
     /// Stops recording and finishes `frames`. Safe to call more than once, from any thread.
     public func stop() { locked.withLock { $0.stop() } }
 
+    /// Asks the server for reads of `milliseconds` (whole frames, at least one) from now on, and
+    /// for a stream opened again after the server came back: larger reads, fewer wake-ups of the
+    /// sound server's thread and ours (issue 25). Frames stay `frameMilliseconds` long.
+    public func setFragment(milliseconds: Int) { locked.withLock { $0.setFragment(milliseconds: milliseconds) } }
+
     /// A stream that failed on a healthy server (its source was unplugged, say) is retried every 2 s.
     fileprivate func retry(after seconds: Double, token: Int) {
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
@@ -163,6 +168,10 @@ private final class CaptureCore {
     private var startWaiter: CheckedContinuation<Void, any Error>?
     private var observerID: Int?
     private var chunker: PCMFrameChunker
+    /// The read size asked of the server (fragsize), a whole number of frames.
+    private var fragmentMilliseconds: Int
+    /// The read size the current stream was last asked for.
+    private var streamFragmentMilliseconds = 0
     private var nextSequence = 0
     private var lastFrameAt: ContinuousClock.Instant?
     private var lostAt: ContinuousClock.Instant?
@@ -182,6 +191,7 @@ private final class CaptureCore {
         self.frameMilliseconds = frameMilliseconds
         self.continuation = continuation
         self.chunker = PCMFrameChunker(format: format, frameMilliseconds: frameMilliseconds)
+        self.fragmentMilliseconds = frameMilliseconds
     }
 
     deinit {
@@ -244,11 +254,8 @@ private final class CaptureCore {
             guard let userdata else { return }
             Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().readable(s)
         }, userdata)
-        // fragsize = one frame, with ADJUST_LATENCY, asks the server for 20 ms wakeups instead of
-        // its default of about 2 s per fragment.
-        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max,
-                                  minreq: UInt32.max,
-                                  fragsize: UInt32(format.frames(milliseconds: frameMilliseconds) * format.bytesPerFrame))
+        var attr = bufferAttributes()
+        streamFragmentMilliseconds = fragmentMilliseconds
         let result: Int32
         if let source {
             result = source.withCString { pa_stream_connect_record(s, $0, &attr, Self.flags) }
@@ -258,6 +265,27 @@ private final class CaptureCore {
         if result < 0 {
             streamFailed(errorForFailure(call: "pa_stream_connect_record"))
         }
+    }
+
+    /// fragsize = the read size, with ADJUST_LATENCY (the source's latency follows it), asks the
+    /// server for reads that often instead of its default of about 2 s per fragment.
+    private func bufferAttributes() -> pa_buffer_attr {
+        pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
+                       fragsize: UInt32(format.frames(milliseconds: fragmentMilliseconds) * format.bytesPerFrame))
+    }
+
+    func setFragment(milliseconds: Int) {
+        let whole = max(1, milliseconds / frameMilliseconds) * frameMilliseconds
+        fragmentMilliseconds = whole
+        applyFragment()
+    }
+
+    /// Tells a ready stream the read size asked for now (one still connecting hears when ready).
+    private func applyFragment() {
+        guard let s = stream, streamFragmentMilliseconds != fragmentMilliseconds, pa_stream_get_state(s) == PA_STREAM_READY else { return }
+        streamFragmentMilliseconds = fragmentMilliseconds
+        var attr = bufferAttributes()
+        if let op = pa_stream_set_buffer_attr(s, &attr, nil, nil) { pa_operation_unref(op) }
     }
 
     private func streamStateChanged(_ s: OpaquePointer?) {
@@ -272,6 +300,7 @@ private final class CaptureCore {
                 chunker.reset()
             }
             everRan = true
+            applyFragment()
             setStatus(.running)
             if let waiter = startWaiter {
                 startWaiter = nil
