@@ -26,12 +26,3 @@ public enum MicrophonePacing: Sendable, Equatable {
         }
     }
 }
-
-extension TalkMachine {
-    /// The pace the microphone may keep now: relaxed only while nothing but the wake listener
-    /// hears a frame (idle, no call, the speaker silent); anything else wants each frame at once.
-    public func microphonePacing(speakerPlaying: Bool) -> MicrophonePacing {
-        guard case .idle = phase, !callMicrophoneOpen, !speakerPlaying else { return .prompt }
-        return .relaxed
-    }
-}
