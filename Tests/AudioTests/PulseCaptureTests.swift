@@ -15,10 +15,7 @@ extension PulseAudioTests {
             defer { mic.unload() }
             let connection = PulseConnection(server: server)
             defer { connection.close() }
-            let capture = PulseCapture(connection: connection, source: mic.monitor, bufferedFrames: 500)
-            let recorder = PulseFrameRecorder(capture)
-            try await capture.start()
-            try mic.resetClock()
+            let (capture, recorder) = try await PulseFrameRecorder.start(mic, on: connection)
             #expect(capture.status == .running)
 
             let format = AudioFormat.voice
@@ -58,10 +55,7 @@ extension PulseAudioTests {
             defer { mic.unload() }
             let connection = PulseConnection(server: server)
             defer { connection.close() }
-            let capture = PulseCapture(connection: connection, source: mic.monitor, bufferedFrames: 500)
-            let recorder = PulseFrameRecorder(capture)
-            try await capture.start()
-            try mic.resetClock()
+            let (capture, recorder) = try await PulseFrameRecorder.start(mic, on: connection)
             try await Task.sleep(for: .seconds(1))
             let relaxedFrom = recorder.count
             capture.setFragment(milliseconds: 80)

@@ -13,10 +13,7 @@ extension PulseAudioTests {
         private func monitor(_ sink: PulseTestServer.ScratchSink, on connection: PulseConnection)
             async throws -> (PulseCapture, PulseFrameRecorder)
         {
-            let capture = PulseCapture(connection: connection, source: sink.monitor, bufferedFrames: 1000)
-            let recorder = PulseFrameRecorder(capture)
-            try await capture.start()
-            try sink.resetClock()
+            let (capture, recorder) = try await PulseFrameRecorder.start(sink, on: connection, bufferedFrames: 1000)
             try await Task.sleep(for: .milliseconds(100))
             return (capture, recorder)
         }

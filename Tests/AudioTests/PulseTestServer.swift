@@ -172,6 +172,16 @@ final class PulseFrameRecorder: @unchecked Sendable {
 
     /// Waits for the capture's stream to finish (after `stop()`), so `frames` is complete.
     func finished() async { await task?.value }
+
+    /// A capture of `sink`'s monitor with a recorder on it, started, the sink's clock reset.
+    static func start(_ sink: PulseTestServer.ScratchSink, on connection: PulseConnection, bufferedFrames: Int = 500)
+        async throws -> (PulseCapture, PulseFrameRecorder) {
+        let capture = PulseCapture(connection: connection, source: sink.monitor, bufferedFrames: bufferedFrames)
+        let recorder = PulseFrameRecorder(capture)
+        try await capture.start()
+        try sink.resetClock()
+        return (capture, recorder)
+    }
 }
 
 /// Test tones and measurements on 16-bit PCM.
