@@ -81,23 +81,25 @@ public final class EchoReference: Sendable {
         }
     }
 
-    private static func index(_ d: Duration) -> Int {
+    /// A time as a count of 16 kHz samples, and back.
+    static func index(_ d: Duration) -> Int {
         Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000)
     }
+    static func duration(samples n: Int) -> Duration { .microseconds(Int64(n) * 1_000_000 / 16_000) }
 
     /// The clip playing at `t` and the index in it of the sample heard then (nil: nothing plays).
     /// `span`: the caller reads that long a stretch up to `t`, so a clip stopped within it counts.
     func position(at t: ContinuousClock.Instant, span: Duration = .zero) -> (clip: Int, index: Int)? {
-        let clip: Clip? = state.withLock { s in
+        let playing: (start: ContinuousClock.Instant, id: Int)? = state.withLock { s in
             guard let c = s else { return nil }
             if let e = c.ended {
                 if ContinuousClock.now - e.at > Self.stoppedHold { s = nil; return nil }  // let its samples go
                 if t - span >= e.at { return nil }
             }
-            return Clip(start: c.start, samples: [], id: c.id, ended: c.ended)
+            return (c.start, c.id)
         }
-        guard let clip else { return nil }
-        return (clip.id, Self.index(t - clip.start))
+        guard let playing else { return nil }
+        return (playing.id, Self.index(t - playing.start))
     }
 
     /// `count` samples of `clip` ending at `end` (zeros outside it, after its stop, or when
@@ -117,7 +119,7 @@ public final class EchoReference: Sendable {
 
     /// The `count` samples that were playing up to `t` (zeros where nothing played).
     public func samples(endingAt t: ContinuousClock.Instant, count: Int) -> [Int16] {
-        guard let p = position(at: t, span: .microseconds(Int64(count) * 1_000_000 / 16_000)) else { return [Int16](repeating: 0, count: count) }
+        guard let p = position(at: t, span: Self.duration(samples: count)) else { return [Int16](repeating: 0, count: count) }
         return samples(clip: p.clip, endingAt: p.index, count: count)
     }
 }
@@ -272,9 +274,9 @@ package final class CaptureCleaner {
         let base = self.base ?? observed
         self.base = base
         let d = observed - base
-        let at = clock.end(observed: Int(d.components.seconds) * 16_000 + Int(d.components.attoseconds / 62_500_000_000_000), count: n)
-        let t = base + .microseconds(Int64(at) * 1_000_000 / 16_000)
-        guard let p = reference.position(at: t, span: .microseconds(Int64(n) * 1_000_000 / 16_000)) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
+        let at = clock.end(observed: EchoReference.index(d), count: n)
+        let t = base + EchoReference.duration(samples: at)
+        guard let p = reference.position(at: t, span: EchoReference.duration(samples: n)) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
         let end = cursor.end(target: p.index, clip: p.clip, count: n)
         return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n))
     }
