@@ -48,7 +48,7 @@ let package = Package(
         .target(name: "Store", dependencies: ["CSQLite", "ClawvoiceCore", "GatewayProtocol", "GatewayCrypto"]),
         .target(name: "GatewayClient", dependencies: ["ClawvoiceCore", "GatewayProtocol", "GatewayCrypto", "WebSocketTransport", "Store"]),
         .target(name: "Audio", dependencies: ["ClawvoiceCore", "CPulse", "COgg", "CSndFile", "COpus", "COpusEnc", "COpusFile", "CMpg123", "CEspeak", "CSpeexDSP"]),
-        .target(name: "AudioFrontEnd", dependencies: ["ClawvoiceCore", "Audio", "CWebRTCAudio"]),
+        .target(name: "AudioFrontEnd", dependencies: ["ClawvoiceCore", "Audio", "CWebRTCAudio", "CSpeexDSP"]),
         .target(name: "Buttons", dependencies: ["ClawvoiceCore", "CEvdev", "GatewayProtocol"]),
         .target(name: "WakeWord", dependencies: ["ClawvoiceCore", "Audio", "COpenBLAS"]),
         .target(name: "Talk", dependencies: ["ClawvoiceCore", "Audio", "AudioFrontEnd", "GatewayProtocol", "GatewayClient", "Store", "WakeWord", "WebSocketTransport"]),

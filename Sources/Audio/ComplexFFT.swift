@@ -1,8 +1,8 @@
 // ComplexFFT: the one FFT of the code base, an in-place iterative radix-2 complex transform of
 // one power-of-two size in Double on split real and imaginary buffers (twiddles read through
 // unsafe buffers: 5.9 µs for the wake features' 512-point power spectrum against 50 µs for
-// the echo canceller's former Float transform, swiftc -O). RealFFT (WakeWord) packs a real
-// frame into it at half size; the echo canceller (AudioFrontEnd) runs its blocks through it.
+// a former Float transform, swiftc -O). RealFFT (WakeWord) packs a real frame into it at half
+// size.
 
 #if canImport(Glibc)
 import Glibc

@@ -1,10 +1,10 @@
 // The echo room's two capture paths (issue 14): what RoomRecording's replays hand the uplink
-// (webrtc's canceller and suppressor) and the wake and stop heads (the linear canceller, held
-// still while webrtc's output says the user talks), and the barge-in latency over the assistant,
+// (webrtc's canceller and suppressor) and the wake and stop heads (speexdsp's linear canceller,
+// no suppressor), and the barge-in latency over the assistant,
 // for EchoRoomTests and clawvoice-bench --echo-only.
 
 import Audio
-public import AudioFrontEnd
+import AudioFrontEnd
 public import ClawvoiceCore
 import Foundation
 import Talk
@@ -31,23 +31,14 @@ extension RoomRecording {
         return (up, det)
     }
 
-    /// The linear canceller alone over the frames (its ERLE and CPU, apart from webrtc's).
-    /// `talking`: per frame, the near end's voice as webrtc's output says it (nil: never).
-    public func linearCleaned(near: [Int16]? = nil, timed: Bool = true, talking: [Bool]? = nil,
-                              _ aec: LinearEchoCanceller = LinearEchoCanceller()) -> [Int16] {
+    /// The detectors' linear canceller alone over the frames (its ERLE and CPU, apart from webrtc's).
+    public func linearCleaned(near: [Int16]? = nil, timed: Bool = true) -> [Int16] {
+        let aec = SpeexEchoCanceller()
         var out: [Int16] = []
         out.reserveCapacity(mic.count)
         let refs = references(timed: timed)
-        for i in 0..<frames { out += aec.process(near: micFrame(i, near: near), far: refs[i], nearTalking: talking?[i] ?? false) }
+        for i in 0..<frames { out += aec.process(near: micFrame(i, near: near), far: refs[i]) }
         return out
-    }
-
-    /// Per frame, whether webrtc's cleaned output `uplink` (of the microphone plus `near`) says the near end talks.
-    public func nearTalking(uplink: [Int16], near: [Int16]? = nil) -> [Bool] {
-        (0..<frames).map { i in
-            LinearEchoCanceller.nearVoice(microphone: micFrame(i, near: near),
-                                          suppressed: Array(uplink[i * Self.frameSamples..<(i + 1) * Self.frameSamples]))
-        }
     }
 
     /// How often the reference's cursor moved (new clip, drift, realignment) over the recording.

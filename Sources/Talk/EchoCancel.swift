@@ -217,7 +217,7 @@ package struct FrameClock {
 package struct CleanedFrame {
     /// webrtc's canceller and noise suppressor: the uplink, the barge-in rule and the voice detector.
     package var uplink: PCMBuffer
-    /// The linear canceller alone, no suppression (LinearEchoCanceller): the wake and stop heads,
+    /// The linear canceller alone, no suppression (SpeexEchoCanceller): the wake and stop heads,
     /// which need the user's voice whole in double talk more than the last decibels of echo gone.
     /// The uplink's frame again once the speaker has been silent for longer than an echo lasts.
     package var detector: PCMBuffer
@@ -235,7 +235,7 @@ package final class CaptureCleaner {
     private let options: AudioFrontEndOptions
     private var frontEnd: AudioFrontEnd?
     private var quiet: AudioFrontEnd?
-    private var linear: LinearEchoCanceller?
+    private var linear: SpeexEchoCanceller?
     /// Reference samples since the speaker last played anything (starts as "long ago").
     private var farQuietSamples = Int.max / 2
     /// How long the cancellers run, and the detectors stay on the linear path, after the speaker
@@ -264,7 +264,7 @@ package final class CaptureCleaner {
     }
 
     /// What the node's capture runs: the canceller and the noise suppressor (webrtc's own voice
-    /// verdict is not used: the voice detector and `LinearEchoCanceller.nearVoice` decide).
+    /// verdict is not used: the voice detector decides).
     package static let options = AudioFrontEndOptions(echoCancel: true, noiseSuppress: true, gainControl: false, voiceDetect: false)
 
     /// The frame with the speaker's echo taken out (same length; the front end works in 10 ms
@@ -308,12 +308,9 @@ package final class CaptureCleaner {
             let (out, _) = try fe.near(frame.samples, delayMs: delayMs)
             if out.count == frame.samples.count { uplink = PCMBuffer(format: frame.format, samples: out) }
         } catch {}
-        // webrtc's output says whether the user talks (its suppressor passes them, not the echo):
-        // then the linear filter holds still instead of learning their voice.
-        let talking = LinearEchoCanceller.nearVoice(microphone: frame.samples, suppressed: uplink.samples)
-        let lin = linear ?? LinearEchoCanceller()
+        let lin = linear ?? SpeexEchoCanceller()
         linear = lin
-        let linearOut = lin.process(near: frame.samples, far: far, nearTalking: talking)
+        let linearOut = lin.process(near: frame.samples, far: far)
         // With nothing played for longer than the filter's span there is no echo to take out, and
         // the heads hear better through the noise suppressor (more wakes with the speaker silent):
         // the detectors get the linear path only while an echo can be in the frame, and for a

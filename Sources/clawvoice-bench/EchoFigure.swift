@@ -58,17 +58,16 @@ func echoFigures(_ rec: RoomRecording) throws -> [Figure] {
     let timed = try rec.cleaned(timed: true)   // both paths: webrtc's and the linear canceller's
     let frontEndCPU = threadCPU() - t0
     let t2 = threadCPU()
-    let aec = LinearEchoCanceller()
-    let linear = rec.linearCleaned(talking: rec.nearTalking(uplink: timed), aec)
+    let linear = rec.linearCleaned()
     let linearCPU = threadCPU() - t2
-    note("echo: linear canceller: \(aec.copies) copies, \(aec.resets) resets, \(aec.doubleTalkBlocks) double-talk blocks of \(rec.frames * 5); reference jumps \(rec.referenceJumps())")
+    note("echo: reference jumps \(rec.referenceJumps())")
     let handed = try rec.cleaned(timed: false)
     let erleTimed = rec.erle(cleaned: timed), erleHanded = rec.erle(cleaned: handed)
     out.append(Figure(name: "echo_erle_real_pulseaudio", value: erleTimed, unit: "dB", baseline: erleHanded, ratio: nil,
                       detail: String(format: "%.0f s of the assistant through the speaker sink of a real PulseAudio, its monitor recorded by the node's capture, room 40 ms / −9 dB / coloured; reference timed by PulseAudio's timing info (playback latency %.0f ms, capture %.0f ms); baseline: the reference timed by the clip's hand-over, as before (goal ≥ 25 dB)%@",
                                       seconds, rec.playbackLatencyMs, rec.captureLatencyMs, rec.disturbed ? "; DISTURBED by the machine's load" : "")))
     out.append(Figure(name: "echo_erle_linear_detector_path", value: rec.erle(cleaned: linear), unit: "dB", baseline: erleTimed, ratio: nil,
-                      detail: "the same recording through the detectors' linear canceller alone (LinearEchoCanceller, no suppression); baseline: webrtc's canceller and suppressor (the uplink's path)"))
+                      detail: "the same recording through the detectors' linear canceller alone (speexdsp's, SpeexEchoCanceller, no suppression); baseline: webrtc's canceller and suppressor (the uplink's path)"))
     let falseBargeIns = rec.bargeIns(cleaned: timed)
     out.append(Figure(name: "echo_false_barge_ins", value: Double(falseBargeIns), unit: "barge-ins", baseline: Double(rec.bargeIns(cleaned: rec.mic)), ratio: nil,
                       detail: String(format: "over %.1f min of the assistant speaking alone, echo cancelled (TalkMachine's rule: 120 ms above −45 dBFS); baseline: the same echo not cancelled (goal 0)", seconds / 60)))

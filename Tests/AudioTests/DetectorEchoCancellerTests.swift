@@ -1,15 +1,15 @@
-// The detectors' linear echo canceller (LinearEchoCanceller) on a simulated room: the speaker's
+// The detectors' linear echo canceller (speexdsp's, SpeexEchoCanceller) on a simulated room: the speaker's
 // espeak-ng speech comes back 40 or 60 ms late, quieter and coloured, with a little noise, and
 // the user talks over it. After convergence the echo must be gone, the user's voice kept whole
 // through double talk (better than webrtc's suppressor keeps it, the reason this path exists),
-// and the filter must not diverge because of the user.
+// the filter must not diverge because of the user, and a moved echo path is learnt again.
 
 import Audio
 import AudioFrontEnd
 import Foundation
 import Testing
 
-@Suite struct LinearEchoCancellerTests {
+@Suite struct DetectorEchoCancellerTests {
     static let far = Result { try AudioFrontEndTests.speech("The weather today is sunny with a light breeze, and tomorrow will bring some rain in the afternoon. Remember to take an umbrella when you go out, and close the windows before you leave the house. The train to the city leaves at ten past eight from platform four.") }
     static let user = Result { try AudioFrontEndTests.speech("Stop, what about the weekend? Tell me about Saturday.", voice: "en", pitch: 20) }
 
@@ -20,19 +20,12 @@ import Testing
         zip(a, b).map { Int16(clamping: Int($0) + Int($1)) }
     }
 
-    /// The canceller over 20 ms frames; with `webrtc`, each frame's double-talk hint comes from
-    /// webrtc's front end on the same frame, as CaptureCleaner does it.
-    static func run(_ aec: LinearEchoCanceller, mic: [Int16], far: [Int16], webrtc: AudioFrontEnd? = nil) throws -> [Int16] {
+    /// The canceller over the capture's 20 ms frames.
+    static func run(_ aec: SpeexEchoCanceller, mic: [Int16], far: [Int16]) -> [Int16] {
         var out: [Int16] = []
         var i = 0
         while i + 320 <= mic.count {
-            let m = Array(mic[i..<i + 320]), f = Array(far[i..<i + 320])
-            var talking = false
-            if let webrtc {
-                try webrtc.far(f)
-                talking = LinearEchoCanceller.nearVoice(microphone: m, suppressed: try webrtc.near(m, delayMs: 40).samples)
-            }
-            out += aec.process(near: m, far: f, nearTalking: talking)
+            out += aec.process(near: Array(mic[i..<i + 320]), far: Array(far[i..<i + 320]))
             i += 320
         }
         return out
@@ -46,8 +39,8 @@ import Testing
     func `the echo is cancelled by more than 25 dB after three seconds`(delayMs: Int) throws {
         let far = try Self.far.get()
         let mic = Self.room(far, delayMs: delayMs)
-        let aec = LinearEchoCanceller()
-        let out = try Self.run(aec, mic: mic, far: far, webrtc: try AudioFrontEnd())
+        let aec = SpeexEchoCanceller()
+        let out = Self.run(aec, mic: mic, far: far)
         let erle = Self.erle(mic, out, 48_000..<out.count)
         print("linear canceller, \(delayMs) ms room: ERLE \(String(format: "%.1f", erle)) dB after 3 s")
         #expect(erle >= 25, "ERLE \(erle) dB")
@@ -66,13 +59,10 @@ import Testing
         let at = farSpeech.count - userSpeech.count / 2   // straddles the two halves: 3+ s of double talk
         for (i, s) in userSpeech.enumerated() { near[at + i] = s }
         let mic = Self.mix(echo, near)
-        let aec = LinearEchoCanceller()
-        let out = try Self.run(aec, mic: mic, far: far, webrtc: try AudioFrontEnd())
-        // The control: no double-talk hint, so both filters go on adapting through the user.
-        let unheld = try Self.run(LinearEchoCanceller(), mic: mic, far: far)
+        let aec = SpeexEchoCanceller()
+        let out = Self.run(aec, mic: mic, far: far)
         let talk = (at + 800)..<(at + userSpeech.count - 800)
         let kept = AudioFrontEndTests.correlation(near[talk], out[talk])
-        let keptUnheld = AudioFrontEndTests.correlation(near[talk], unheld[talk])
         let raw = AudioFrontEndTests.correlation(near[talk], mic[talk])
 
         // The control: webrtc's front end (canceller + suppressor) on the same microphone.
@@ -92,9 +82,15 @@ import Testing
         let erleAfter = Self.erle(mic, out, after)
         // The residual echo while the user talks, against the echo there.
         let residual = 10 * log10(AudioFrontEndTests.power(echo[talk]) / max(AudioFrontEndTests.power(ArraySlice(zip(out[talk], near[talk]).map { Int16(clamping: Int($0) - Int($1)) })), 1e-9))
-        print(String(format: "linear canceller, double talk: user kept %.3f (not held %.3f, webrtc %.3f, microphone %.3f); echo %.1f dB down during it, %.1f dB after; copies %d, resets %d, held blocks %d",
-                     kept, keptUnheld, webrtcKept, raw, residual, erleAfter, aec.copies, aec.resets, aec.doubleTalkBlocks))
-        #expect(residual >= 15, "echo during double talk \(residual) dB down")
+        print(String(format: "linear canceller, double talk: user kept %.3f (webrtc %.3f, microphone %.3f); echo %.1f dB down during it, %.1f dB after",
+                     kept, webrtcKept, raw, residual, erleAfter))
+        // speexdsp slows its learning in double talk but does not stop it, so the echo is less far
+        // down while the user talks (8.9 dB here; the hand-written filter it replaced, held still
+        // by webrtc's verdict, 31.9) and the user's voice a little less whole (0.976 against 1.000).
+        // Over the live room's replies the trade pays: triggers said over a reply became turns
+        // 41 times of 45 against 4–6 of 9 (WakeOverReplyTests), because it learns each reply's
+        // echo path again in about a second.
+        #expect(residual >= 6, "echo during double talk \(residual) dB down")
         #expect(kept >= 0.95, "user's voice kept: correlation \(kept)")
         #expect(kept > webrtcKept + 0.05, "linear \(kept) against webrtc \(webrtcKept)")
         #expect(kept > raw, "better than the raw microphone (\(raw))")
@@ -111,17 +107,18 @@ import Testing
         let far = farSpeech + farSpeech
         let a = Self.room(farSpeech, delayMs: 40), b = Self.room(farSpeech, delayMs: 60)
         let mic = a + b.map { Int16(clamping: Int($0) / 2 * 3) }
-        let out = try Self.run(LinearEchoCanceller(), mic: mic, far: far, webrtc: try AudioFrontEnd())
+        let out = Self.run(SpeexEchoCanceller(), mic: mic, far: far)
         let erle = Self.erle(mic, out, (farSpeech.count + 48_000)..<out.count)
-        print("linear canceller, changed path: ERLE \(String(format: "%.1f", erle)) dB 3 s after the change")
-        // 20.5 dB when this suite runs alone; 19.95-20.0 in `make test`'s round 1, where other
-        // tests synthesised speech first and espeak-ng's state carries over into these clips. The bar
-        // sits 2 dB under both, so which speech came first no longer decides the test.
-        #expect(erle >= 18, "ERLE \(erle) dB")
+        let soon = Self.erle(mic, out, (farSpeech.count + 32_000)..<(farSpeech.count + 64_000))
+        print(String(format: "linear canceller, changed path: ERLE %.1f dB 2-4 s after the change, %.1f dB from 3 s on", soon, erle))
+        // 28.1 dB from 3 s on and 19.3 dB over 2-4 s; the hand-written filter before it reached 20.5
+        // and 11.0, too slow for a live room, whose echo delay moves between replies.
+        #expect(erle >= 24, "ERLE \(erle) dB")
+        #expect(soon >= 15, "ERLE 2-4 s after the change \(soon) dB")
     }
 
     @Test func `frames of any length come back the same length`() {
-        let aec = LinearEchoCanceller()
+        let aec = SpeexEchoCanceller()
         for n in [160, 320, 100, 64, 1] {
             #expect(aec.process(near: [Int16](repeating: 100, count: n), far: [Int16](repeating: 0, count: n)).count == n)
         }
