@@ -42,6 +42,9 @@ final class DaemonUnderTest {
     let gateway: LoopbackGateway
     let process = Process()
     let dir: String
+    /// The daemon's environment and executable, for running the CLI against it.
+    let environment: [String: String]
+    let binary: String
     var pid: Int32 { process.processIdentifier }
 
     init(pulse: PrivatePulseServer, extraEnv: [String: String] = [:]) async throws {
@@ -55,7 +58,7 @@ final class DaemonUnderTest {
             try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true)
         }
         let exe = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-        let binary = ((exe as NSString).deletingLastPathComponent as NSString).appendingPathComponent("clawvoice")
+        binary = ((exe as NSString).deletingLastPathComponent as NSString).appendingPathComponent("clawvoice")
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw BenchError("no clawvoice executable beside the bench (\(binary)): build both (swift build -c release)")
         }
@@ -68,6 +71,7 @@ final class DaemonUnderTest {
             if let v = ProcessInfo.processInfo.environment[k] { env[k] = v }
         }
         for (k, v) in extraEnv { env[k] = v }
+        environment = env
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["run"]
         process.environment = env

@@ -8,6 +8,7 @@
 //   swift run -c release clawvoice-bench --echo-only [--minutes N] [--recording FILE]   (EchoFigure.swift)
 //   swift run -c release clawvoice-bench --echo-check FILE…                          (EchoCheck.swift)
 //   swift run -c release clawvoice-bench --calls [--rounds N]     (CallFigures.swift, CallBench.swift)
+//   swift run -c release clawvoice-bench --wake-over-reply [--tries N]   (WakeOverReplyFigure.swift)
 //
 // Figures: Opus framing of speech through our uplink pipeline vs a bare libopus encode loop;
 // talk.ptt.start → first captured frame; stop → last uplink call; clip arrival → first sample
@@ -102,6 +103,23 @@ if args.contains("--idle") || args.contains("--ptt-only") {
     }
     for f in fs {
         if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+    }
+    pulse.stop()
+    exit(0)
+}
+
+// `--wake-over-reply [--tries N]`: a trigger over a real daemon's reply (WakeOverReplyFigure.swift).
+if args.contains("--wake-over-reply") {
+    let tries = args.firstIndex(of: "--tries").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 9
+    let pulse = try await PrivatePulseServer()
+    do {
+        for f in try await wakeOverReplyFigures(tries: tries, pulse: pulse) {
+            if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.0f", f.value)) \(f.unit); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
+        }
+    } catch {
+        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
+        pulse.stop()
+        exit(1)
     }
     pulse.stop()
     exit(0)
