@@ -90,62 +90,54 @@ if args.contains("--vad") || args.contains("--endpoint") || args.contains("--tun
 // with 1,000 cycles unless --ptt-cycles says otherwise.
 let idleSeconds = args.firstIndex(of: "--seconds").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 30
 let pttCycles = args.firstIndex(of: "--ptt-cycles").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } }
-if args.contains("--idle") || args.contains("--ptt-only") {
+/// The figures as the run asked: one JSON object each, or a line each (value and baseline with
+/// `digits` and `baselineDigits` decimals) and its detail.
+func printFigures(_ fs: [Figure], digits: Int = 3, baselineDigits: Int = 3) throws {
+    for f in fs {
+        if json { print(try JSONCoding.string(try JSONValue(encoding: f))); continue }
+        let baseline = f.baseline.map { String(format: "%.\(baselineDigits)f", $0) } ?? "-"
+        print("\(f.name): \(String(format: "%.\(digits)f", f.value)) \(f.unit); baseline \(baseline); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)")
+    }
+}
+
+/// A mode measured on a private PulseAudio of its own: prints its figures and exits 0, or says
+/// what failed and exits 1; the server is stopped either way.
+func measureOnPrivatePulse(digits: Int = 3, baselineDigits: Int = 3, _ measure: (PrivatePulseServer) async throws -> [Figure]) async throws -> Never {
     let pulse = try await PrivatePulseServer()
-    var fs: [Figure] = []
-    do {
-        if args.contains("--idle") { fs += try await idleFigures(seconds: idleSeconds, pulse: pulse) }
-        if let n = pttCycles { fs += try await pttCycleFigures(cycles: n, pulse: pulse) }
-    } catch {
+    let fs: [Figure]
+    do { fs = try await measure(pulse) } catch {
         FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
         pulse.stop()
         exit(1)
     }
-    for f in fs {
-        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
-    }
+    try printFigures(fs, digits: digits, baselineDigits: baselineDigits)
     pulse.stop()
     exit(0)
+}
+
+if args.contains("--idle") || args.contains("--ptt-only") {
+    try await measureOnPrivatePulse { pulse in
+        var fs: [Figure] = []
+        if args.contains("--idle") { fs += try await idleFigures(seconds: idleSeconds, pulse: pulse) }
+        if let n = pttCycles { fs += try await pttCycleFigures(cycles: n, pulse: pulse) }
+        return fs
+    }
 }
 
 // `--wake-over-reply [--tries N]`: a trigger over a real daemon's reply (WakeOverReplyFigure.swift).
 if args.contains("--wake-over-reply") {
     let tries = args.firstIndex(of: "--tries").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 9
-    let pulse = try await PrivatePulseServer()
-    do {
-        for f in try await wakeOverReplyFigures(tries: tries, pulse: pulse) {
-            if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.0f", f.value)) \(f.unit); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
-        }
-    } catch {
-        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
-        pulse.stop()
-        exit(1)
-    }
-    pulse.stop()
-    exit(0)
+    try await measureOnPrivatePulse(digits: 0, baselineDigits: 0) { try await wakeOverReplyFigures(tries: tries, pulse: $0) }
 }
 
 // `--calls [--rounds N]`: a realtime call's figures per path (CallFigures.swift, CallBench.swift).
 if args.contains("--calls") {
-    let pulse = try await PrivatePulseServer()
-    do {
-        for f in try await callFigures(rounds: rounds, pulse: pulse) {
-            if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.1f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.0f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
-        }
-    } catch {
-        FileHandle.standardError.write(Data("clawvoice-bench: \(error)\n".utf8))
-        pulse.stop()
-        exit(1)
-    }
-    pulse.stop()
-    exit(0)
+    try await measureOnPrivatePulse(digits: 1, baselineDigits: 0) { try await callFigures(rounds: rounds, pulse: $0) }
 }
 
 // `--wake-only`: just the wake figure (used by models/README.md's measurement).
 if args.contains("--wake-only") {
-    for f in wakeFigures() {
-        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.3f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.3f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
-    }
+    try printFigures(wakeFigures())
     exit(0)
 }
 
@@ -155,9 +147,7 @@ if args.contains("--wake-only") {
 let echoMinutes = args.firstIndex(of: "--minutes").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Double($0) } } ?? 1
 let echoRecording = args.firstIndex(of: "--recording").flatMap { i in args.dropFirst(i - args.startIndex + 1).first }
 if args.contains("--echo-only") {
-    for f in try await echoFigures(minutes: echoMinutes, keptIn: echoRecording) {
-        if json { print(try JSONCoding.string(try JSONValue(encoding: f))) } else { print("\(f.name): \(String(format: "%.2f", f.value)) \(f.unit); baseline \(f.baseline.map { String(format: "%.2f", $0) } ?? "-"); ratio \(f.ratio.map { String(format: "%.3f", $0) } ?? "-")\n  \(f.detail)") }
-    }
+    try printFigures(try await echoFigures(minutes: echoMinutes, keptIn: echoRecording), digits: 2, baselineDigits: 2)
     exit(0)
 }
 
