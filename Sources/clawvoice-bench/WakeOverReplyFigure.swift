@@ -2,50 +2,41 @@
 // private PulseAudio whose speaker is looped back into its microphone (module-loopback, 40 ms,
 // about −9 dB), default config but for replies not spoken, wake trigger "computer". Each try
 // has the daemon speak a long reply (`clawvoice say --local`, through the daemon), then plays
-// "computer, what time is it" into the microphone at the echo's level (0 dB), 1.5 s into the
-// reply and a quarter second later at each try, and counts the turns the gateway receives
-// (chat.send) for it: exactly one is a hit, whichever of voice barge-in and the wake detector
-// fires first. WakeOverReplyTests is the same scenario inside the test process.
+// the trigger into the microphone at the echo's level (0 dB) some way into it, and counts the
+// turns the gateway receives (chat.send) for it: exactly one is a hit, whichever of voice
+// barge-in and the wake detector fires first. The reply, the trigger, its level and timing are
+// WakeOverReplyScenario's, which WakeOverReplyTests runs inside the test process.
 
-import Audio
 import ClawvoiceCore
 import ClawvoiceTesting
 import Foundation
 import LoopbackGateway
 import NodeRuntime
 
-/// The reply the node speaks in each try (EchoCancelTests' forecast).
-private let reply = "Here is the forecast for the whole week. Monday will be sunny and warm, Tuesday brings clouds in the afternoon, and on Wednesday there will be rain from the morning until late in the evening."
-
 func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Figure] {
     let config = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-bench-wor-\(UUID().uuidString.prefix(8)).json5").path
-    FileManager.default.createFile(atPath: config, contents: Data("{ talk: { speakReplies: false } }\n".utf8))
+    try Data("{ talk: { speakReplies: false } }\n".utf8).write(to: URL(fileURLWithPath: config))
     defer { try? FileManager.default.removeItem(atPath: config) }
     let daemon = try await DaemonUnderTest(pulse: pulse, extraEnv: ["CLAWVOICE_CONFIG": config])
     defer { daemon.stop() }
     await daemon.gateway.setTriggers(["computer"])
     let room = try LoopbackRoom.load(server: pulse.server)
     defer { room.unload() }
-    // The trigger at 0.35 of espeak-ng's level: the room gives the speaker back at 70 %, and the
-    // reply plays at about half scale, so the two meet at about the same level.
-    let words = try SpeechSynthesizer.synthesize("computer, what time is it", settings: VoiceSettings())
-    let r = try Resampler(from: words.format.sampleRateHz, to: 16_000, channels: 1)
-    let said = (r.process(words.mono().samples) + r.flush()).map { Int16(clamping: Int((Double($0) * 0.35).rounded())) }
-        + [Int16](repeating: 0, count: 16_000)
+    let said = try WakeOverReplyScenario.trigger().samples
     try await Task.sleep(for: .seconds(3))   // models loaded, triggers fetched
 
     var hits = 0, doubles = 0, void = 0
     var notes: [String] = []
     for k in 0..<tries {
-        await daemon.gateway.supplyTranscript("Computer, what time is it?")
+        await daemon.gateway.supplyTranscript(WakeOverReplyScenario.transcript)
         let before = await daemon.gateway.requests(method: "chat.send").count
-        let say = try run(daemon.binary, ["say", "--local", reply], env: daemon.environment)
-        try await Task.sleep(for: .milliseconds(1500 + 250 * k))
+        let say = try run(daemon.binary, ["say", "--local", WakeOverReplyScenario.reply], env: daemon.environment)
+        try await Task.sleep(for: WakeOverReplyScenario.delay(try: k))
         let mic = try run("/usr/bin/pacat", ["--playback", "--device=" + PrivatePulseServer.microphoneSink, "--rate=16000",
                                               "--channels=1", "--format=s16le", "--raw", "--latency-msec=20"], env: daemon.environment, stdin: true)
         said.withUnsafeBufferPointer { mic.input?.write(Data(buffer: $0)) }
         try? mic.input?.close()
-        let deadline = ContinuousClock.now + .seconds(8)
+        let deadline = ContinuousClock.now + .seconds(WakeOverReplyScenario.turnWaitSeconds)
         while await daemon.gateway.requests(method: "chat.send").count == before && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -61,7 +52,7 @@ func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws ->
         // the time espeak-ng took to start (under half a second here). Otherwise something else
         // stopped it first and the try says nothing about a trigger over the reply.
         let seconds = spoke.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0
-        let overReply = seconds >= 1.0 + 0.25 * Double(k)
+        let overReply = seconds >= Double(ms(WakeOverReplyScenario.delay(try: k))) / 1000 - 0.5
         let n = await daemon.gateway.requests(method: "chat.send").count - before
         if !overReply {
             void += 1
@@ -74,7 +65,7 @@ func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws ->
     }
     return [
         Figure(name: "wake_over_reply_turns", value: Double(hits), unit: "of \(tries - void) tries", baseline: Double(tries - void), ratio: tries > void ? Double(hits) / Double(tries - void) : nil,
-               detail: "a real daemon, its speaker looped into its microphone (40 ms, −9 dB), echo cancelled; \"computer, what time is it\" said at the echo's level 1.5–\(String(format: "%.2f", 1.5 + 0.25 * Double(tries - 1))) s into a spoken reply: tries that became exactly one turn (turns per try: \(notes.joined(separator: " ")); \(void) not counted, '-', because the reply had stopped before the trigger began); baseline: the tries counted; goal ratio ≥ 8/9 (0.889)"),
+               detail: "a real daemon, its speaker looped into its microphone (40 ms, −9 dB), echo cancelled; \"\(WakeOverReplyScenario.said)\" said at the echo's level \(String(format: "%.2f–%.2f", ms(WakeOverReplyScenario.delay(try: 0)) / 1000, ms(WakeOverReplyScenario.delay(try: tries - 1)) / 1000)) s into a spoken reply: tries that became exactly one turn (turns per try: \(notes.joined(separator: " ")); \(void) not counted, '-', because the reply had stopped before the trigger began); baseline: the tries counted; goal ratio ≥ 8/9 (0.889)"),
         Figure(name: "wake_over_reply_double_turns", value: Double(doubles), unit: "tries", baseline: nil, ratio: nil,
                detail: "tries in which one trigger became more than one turn (goal 0)"),
     ]

@@ -69,7 +69,7 @@ extension TalkAudio {
         p.waitUntilExit()
     }
 
-    static let reply = "Here is the forecast for the whole week. Monday will be sunny and warm, Tuesday brings clouds in the afternoon, and on Wednesday there will be rain from the morning until late in the evening."
+    static let reply = WakeOverReplyScenario.reply
 
     /// A rig whose speaker is looped into its microphone, speaking the long reply.
     static func speakIntoTheRoom(headset: Bool, echoCancel: Bool) async throws -> (TalkRig, String, Task<SpeechReport, Never>) {

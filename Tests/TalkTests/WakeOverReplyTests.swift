@@ -29,21 +29,18 @@ extension TalkAudio {
         await rig.talk.enableWake(WakeTurnTests.wakeConfig(), triggers: ["computer"])
         let room = try LoopbackRoom.load(server: TalkPulse.server)
         defer { room.unload() }
-        // The room gives the speaker back at 70 % (about −9 dB): the trigger is said at that level.
-        let words = try Signal.speech("computer, what time is it")
-        let said = PCMBuffer(format: words.format, samples: words.samples.map { Int16(clamping: Int((Double($0) * (Double(env["WOR_SCALE"] ?? "0.35") ?? 0.35)).rounded())) }
-                             + [Int16](repeating: 0, count: 16_000))
+        let said = try WakeOverReplyScenario.trigger(scale: Double(env["WOR_SCALE"] ?? "") ?? WakeOverReplyScenario.scale)
         let speech = rig.speech
         var turns: [Int] = []
         var notes: [String] = []
         for attempt in 0..<(Int(env["WOR_N"] ?? "9") ?? 9) {
-            await rig.gateway.supplyTranscript("Computer, what time is it?")
+            await rig.gateway.supplyTranscript(WakeOverReplyScenario.transcript)
             let before = await rig.gateway.requests(method: "chat.send").count
             try await Task.sleep(for: .milliseconds(300))
-            let speaking = Task { if env["WOR_SILENT"] == nil { _ = await speech.speak(EchoCancelTests.reply, route: .local) } }
-            try await Task.sleep(for: .milliseconds(1500 + 250 * attempt))
+            let speaking = Task { if env["WOR_SILENT"] == nil { _ = await speech.speak(WakeOverReplyScenario.reply, route: .local) } }
+            try await Task.sleep(for: WakeOverReplyScenario.delay(try: attempt))
             _ = try await rig.micPlayer.play(said)
-            _ = try await WakeTurnTests.waitFor(8) { await rig.gateway.requests(method: "chat.send").count > before }
+            _ = try await WakeTurnTests.waitFor(WakeOverReplyScenario.turnWaitSeconds) { await rig.gateway.requests(method: "chat.send").count > before }
             await speech.stop()
             _ = await speaking.value
             // Whatever else the trigger started has ended by now (a wake capture ends on silence).
