@@ -411,6 +411,41 @@ let transcript = TalkMachine.Finished(outcome: .transcript("hello there"), audio
         #expect(q.m.bargeIns == 0)
     }
 
+    /// Issue 22 item 5: the wake thresholds relax while an echo-cancelled loudspeaker speaks
+    /// and for its tail, and more for the tail after voice barged in over it (a trigger whose
+    /// first syllable was under the echo then scores less than one said in the clear).
+    @Test func wakeReliefOverTheSpeakerAndMoreAfterABargeIn() {
+        func reliefs(_ out: [TalkMachine.Action]) -> [Double] {
+            out.compactMap { if case .wakeRelief(let r) = $0 { return r }; return nil }
+        }
+        var s = TalkMachine.Settings()
+        s.echoCancelled = true
+        s.wakeEnabled = true
+        var d = MachineDriver(settings: s)
+        let quiet = PCMBuffer(format: .voice, samples: [Int16](repeating: 0, count: 320))
+        #expect(reliefs(d.feed(.frame(quiet, speaker: SpeakerState(playing: true)))) == [0.6])
+        // The node alone: the relief holds, and no barge-in raises it.
+        for _ in 0..<50 { d.now += 20; #expect(reliefs(d.feed(.frame(quiet, speaker: SpeakerState(playing: true)))).isEmpty) }
+        // 120 ms of voice over it barges in; from that frame on, the larger relief.
+        var seen: [Double] = []
+        for _ in 0..<6 { d.now += 20; seen += reliefs(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true)))) }
+        #expect(d.m.bargeIns == 1)
+        #expect(seen == [s.wakeReliefAfterBargeIn])
+        // The speaker stopped: the larger relief lasts the tail, then none.
+        d.now += 900
+        #expect(reliefs(d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: false, msSinceStopped: 900)))).isEmpty)
+        d.now += 200
+        #expect(reliefs(d.feed(.frame(quiet, speaker: SpeakerState(playing: false, msSinceStopped: 1100)))) == [0])
+        // The next reply starts with the usual relief, not the barge-in's.
+        d.now += 5_000
+        #expect(reliefs(d.feed(.frame(quiet, speaker: SpeakerState(playing: true)))) == [0.6])
+        // On a headset nothing is relieved.
+        var h = s
+        h.headset = true
+        var e = MachineDriver(settings: h)
+        #expect(reliefs(e.feed(.frame(quiet, speaker: SpeakerState(playing: true)))).isEmpty)
+    }
+
     /// Issue 14, the stop word: its head hears only frames of the node speaking on a clean
     /// channel; "stop" then stops the speech as a barge-in does (even with voice barge-in off),
     /// and the next turn says where it was cut. Heard at any other time it does nothing.

@@ -45,7 +45,7 @@ extension TalkMachine {
                 if clean {
                     speakingNow = true
                     if settings.stopWordEnabled { out.append(.listenForStop(frame)) }
-                    if settings.interruptOnSpeech { bargeIn(frame, out: &out) }
+                    if settings.interruptOnSpeech { bargeIn(frame, nowMs: nowMs, out: &out) }
                 } else {
                     // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
                     gatedFrames += 1
@@ -59,7 +59,9 @@ extension TalkMachine {
             // the reply and finished after a barge-in stopped it is still one word.
             let over = listens && settings.wakeReliefOverSpeech > 0 && settings.echoCancelled && !settings.headset
                 && speaker.audible(tailMs: settings.wakeReliefTailMs)
-            if over != wakeOverSpeech { wakeOverSpeech = over; out.append(.wakeRelief(over ? settings.wakeReliefOverSpeech : 0)) }
+            let afterBargeIn = bargedInAtMs.map { nowMs - $0 <= Int64(settings.wakeReliefTailMs) } ?? false
+            let relief = !over ? 0 : afterBargeIn ? max(settings.wakeReliefAfterBargeIn, settings.wakeReliefOverSpeech) : settings.wakeReliefOverSpeech
+            if relief != wakeRelief { wakeRelief = relief; out.append(.wakeRelief(relief)) }
             out.append(.listen(frame, wake: listens))
         }
     }
@@ -73,7 +75,7 @@ extension TalkMachine {
     }
 
     /// Sustained voice while the assistant speaks into a headset stops it, and the next prompt says where.
-    mutating func bargeIn(_ frame: PCMBuffer, out: inout [Action]) {
+    mutating func bargeIn(_ frame: PCMBuffer, nowMs: Int64, out: inout [Action]) {
         let dbfs = 20 * log10(max(frame.rms, 1e-5))
         let ms = Int(frame.durationMilliseconds.rounded())
         let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
@@ -81,6 +83,7 @@ extension TalkMachine {
         guard bargeVoiceMs >= (settings.headset ? settings.bargeInMs : settings.echoBargeInMs) else { return }
         bargeVoiceMs = 0
         bargeIns += 1
+        bargedInAtMs = nowMs
         speakingNow = false
         stopSpeaking(reason: nil, measure: true, out: &out)
     }

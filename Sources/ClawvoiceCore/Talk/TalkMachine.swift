@@ -40,6 +40,10 @@ public struct TalkMachine: Sendable {
         /// trigger scored 0.76–0.80 against computer's 0.82 (WakeOverReplyTests).
         public var wakeReliefOverSpeech = 0.6
         public var wakeReliefTailMs = 1000
+        /// The relief for `wakeReliefTailMs` after voice barged in over the loudspeaker: someone
+        /// is talking, and a trigger whose first syllable was under the echo scored 0.71-0.75
+        /// against 0.82 after its barge-in stopped the reply (WakeOverReplyTests' misses).
+        public var wakeReliefAfterBargeIn = 1.0
         public var speakerTailMs = 300
         public var speakReplies = true
         public var replyTimeoutMs: Int64 = 120_000
@@ -264,8 +268,10 @@ public struct TalkMachine: Sendable {
     public internal(set) var call: String?
     /// The last frame arrived while the node was speaking, idle, on a clean channel.
     var speakingNow = false
-    /// What the last `wakeOverSpeech` action said.
-    var wakeOverSpeech = false
+    /// What the last `wakeRelief` action said.
+    var wakeRelief = 0.0
+    /// When voice last barged in over the speaker.
+    var bargedInAtMs: Int64?
     var bargeVoiceMs = 0
     var lastWakeSendAtMs: Int64?
     var wasConnected = false
