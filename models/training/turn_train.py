@@ -81,7 +81,7 @@ def clauses(rng, k):
     return out
 
 
-def render(n_turns, seed, eng_list, piper_every):
+def render(n_turns, seed, eng_list, piper_every, whole=0.0):
     """Turns as (audio int16, last word end in samples, engine name)."""
     rng = np.random.default_rng(seed)
     turns = []
@@ -95,10 +95,16 @@ def render(n_turns, seed, eng_list, piper_every):
         cs = clauses(rng, k)
         parts = []
         speaker = int(rng.integers(1 << 31))   # one speaker's settings for every clause of the turn
-        for j, c in enumerate(cs):
-            text = c + ("," if j < k - 1 else str(rng.choice([".", ".", "?", "!"])))
-            a = trimmed(eng.render(text, np.random.default_rng(speaker)))
-            parts.append(a.astype(np.float64))
+        ending = str(rng.choice([".", ".", "?", "!"]))
+        if k > 1 and rng.random() < whole:
+            # Said whole, in one utterance (the engine's own phrasing at each comma), cut at its
+            # comma pauses: the bench says its held-out sentences this way too.
+            parts = said_whole(eng, cs, ending, speaker) or []
+        if not parts:
+            for j, c in enumerate(cs):
+                text = c + ("," if j < k - 1 else ending)
+                a = trimmed(eng.render(text, np.random.default_rng(speaker)))
+                parts.append(a.astype(np.float64))
         lead = int(rng.uniform(0.3, 0.8) * SR)
         pieces = [np.zeros(lead)]
         for j, p in enumerate(parts):
@@ -119,6 +125,42 @@ def render(n_turns, seed, eng_list, piper_every):
         if (i + 1) % 100 == 0:
             log(f"rendered {i + 1}/{n_turns}")
     return turns
+
+
+def said_whole(eng, cs, ending, speaker):
+    """The clauses said in one utterance, cut at the engine's pauses at the commas: the k-1 longest
+    stretches more than 40 dB under the loudest 10 ms, each at least 80 ms and half as long again
+    as any other gap (a stop's closure), else None (the caller says the clauses one by one)."""
+    a = trimmed(eng.render(", ".join(cs) + ending, np.random.default_rng(speaker)))
+    x = a.astype(np.float64)
+    n = len(x) // 160
+    if n == 0:
+        return None
+    rms = np.sqrt((x[:n * 160].reshape(n, 160) ** 2).mean(axis=1))
+    on = rms > rms.max() / 100
+    runs, j = [], 0
+    while j < n:
+        if not on[j]:
+            k = j
+            while k < n and not on[k]:
+                k += 1
+            runs.append((j, k))
+            j = k
+        else:
+            j += 1
+    runs.sort(key=lambda r: r[1] - r[0], reverse=True)
+    need = len(cs) - 1
+    if len(runs) < need or runs[need - 1][1] - runs[need - 1][0] < 8:
+        return None
+    if len(runs) > need and (runs[need - 1][1] - runs[need - 1][0]) < 1.5 * (runs[need][1] - runs[need][0]):
+        return None
+    cuts = sorted(runs[:need])
+    parts, start = [], 0
+    for s_, e_ in cuts:
+        parts.append(x[start * 160:s_ * 160])
+        start = e_
+    parts.append(x[start * 160:])
+    return parts if all(len(p) > 1600 for p in parts) else None
 
 
 def write_wav(path, a):
@@ -217,12 +259,13 @@ def main():
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--window", type=float, default=900, help="the silence window the model sits under (ms)")
     ap.add_argument("--max-cut", type=float, default=0.005, help="early cuts allowed beyond the window alone's, on validation")
+    ap.add_argument("--whole", type=float, default=0.0, help="share of turns of 2-3 clauses said whole and cut at the engine's comma pauses")
     ap.add_argument("--piper", type=int, default=0, help="one turn in N from Piper (0: none; slow)")
     ap.add_argument("--bench", default=os.environ.get("TURN_BENCH", os.path.join(ROOT, ".build", "release", "clawvoice-bench")))
     args = ap.parse_args()
     eng_list = engines(args.piper)
     names = [e.name for e in eng_list]
-    key = hashlib.sha1(repr((2, args.turns, args.seed, names, args.piper)).encode()).hexdigest()[:10]
+    key = hashlib.sha1(repr((2, args.turns, args.seed, names, args.piper) + ((args.whole,) if args.whole else ())).encode()).hexdigest()[:10]
     t0 = time.time()
     cached = os.path.join(CACHE, key, "turns.npz")
     if os.path.exists(cached):
@@ -231,7 +274,7 @@ def main():
         turns = list(zip(np.split(z["audio"], bounds), z["last"].tolist(), z["engine"].tolist()))
         log(f"{len(turns)} turns from the cache ({cached})")
     else:
-        turns = render(args.turns, args.seed, eng_list, args.piper)
+        turns = render(args.turns, args.seed, eng_list, args.piper, args.whole)
         log(f"{len(turns)} turns from {', '.join(names)} in {time.time() - t0:.0f} s")
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         np.savez(cached, audio=np.concatenate([t[0] for t in turns]), lengths=np.array([len(t[0]) for t in turns]),
