@@ -63,14 +63,16 @@ def engines(piper):
     return out
 
 
+def sounding(x):
+    """Per 10 ms of x: within 40 dB of the loudest 10 ms."""
+    n = len(x) // 160
+    rms = np.sqrt((x[:n * 160].astype(np.float64).reshape(n, 160) ** 2).mean(axis=1))
+    return rms > rms.max() / 100 if n else np.zeros(0, bool)
+
+
 def trimmed(a):
     """Clause audio without the engine's own silence (10 ms frames within 40 dB of the loudest)."""
-    x = a.astype(np.float64)
-    n = len(x) // 160
-    if n == 0:
-        return a
-    rms = np.sqrt((x[:n * 160].reshape(n, 160) ** 2).mean(axis=1))
-    on = np.nonzero(rms > rms.max() / 100)[0]
+    on = np.nonzero(sounding(a))[0]
     return a[on[0] * 160:(on[-1] + 1) * 160] if len(on) else a
 
 
@@ -96,7 +98,7 @@ def render(n_turns, seed, eng_list, piper_every, whole=0.0):
         parts = []
         speaker = int(rng.integers(1 << 31))   # one speaker's settings for every clause of the turn
         ending = str(rng.choice([".", ".", "?", "!"]))
-        if k > 1 and rng.random() < whole:
+        if whole and k > 1 and rng.random() < whole:
             # Said whole, in one utterance (the engine's own phrasing at each comma), cut at its
             # comma pauses: the bench says its held-out sentences this way too.
             parts = said_whole(eng, cs, ending, speaker) or []
@@ -131,35 +133,16 @@ def said_whole(eng, cs, ending, speaker):
     """The clauses said in one utterance, cut at the engine's pauses at the commas: the k-1 longest
     stretches more than 40 dB under the loudest 10 ms, each at least 80 ms and half as long again
     as any other gap (a stop's closure), else None (the caller says the clauses one by one)."""
-    a = trimmed(eng.render(", ".join(cs) + ending, np.random.default_rng(speaker)))
-    x = a.astype(np.float64)
-    n = len(x) // 160
-    if n == 0:
-        return None
-    rms = np.sqrt((x[:n * 160].reshape(n, 160) ** 2).mean(axis=1))
-    on = rms > rms.max() / 100
-    runs, j = [], 0
-    while j < n:
-        if not on[j]:
-            k = j
-            while k < n and not on[k]:
-                k += 1
-            runs.append((j, k))
-            j = k
-        else:
-            j += 1
-    runs.sort(key=lambda r: r[1] - r[0], reverse=True)
+    x = trimmed(eng.render(", ".join(cs) + ending, np.random.default_rng(speaker))).astype(np.float64)
+    # Quiet runs as (start, end) in 10 ms frames, longest first.
+    edges = np.diff(np.r_[1, sounding(x).astype(int), 1])
+    runs = sorted(zip(np.nonzero(edges == -1)[0], np.nonzero(edges == 1)[0]), key=lambda r: r[0] - r[1])
     need = len(cs) - 1
-    if len(runs) < need or runs[need - 1][1] - runs[need - 1][0] < 8:
+    lengths = [e - b for b, e in runs]
+    if len(runs) < need or lengths[need - 1] < 8 or (len(runs) > need and lengths[need - 1] < 1.5 * lengths[need]):
         return None
-    if len(runs) > need and (runs[need - 1][1] - runs[need - 1][0]) < 1.5 * (runs[need][1] - runs[need][0]):
-        return None
-    cuts = sorted(runs[:need])
-    parts, start = [], 0
-    for s_, e_ in cuts:
-        parts.append(x[start * 160:s_ * 160])
-        start = e_
-    parts.append(x[start * 160:])
+    bounds = [0] + [i * 160 for r in sorted(runs[:need]) for i in r] + [len(x)]
+    parts = [x[bounds[i]:bounds[i + 1]] for i in range(0, len(bounds), 2)]
     return parts if all(len(p) > 1600 for p in parts) else None
 
 

@@ -60,7 +60,7 @@ extension TalkMachine {
             let over = listens && settings.wakeReliefOverSpeech > 0 && settings.echoCancelled && !settings.headset
                 && speaker.audible(tailMs: settings.wakeReliefTailMs)
             let afterBargeIn = bargedInAtMs.map { nowMs - $0 <= Int64(settings.wakeReliefTailMs) } ?? false
-            let relief = !over ? 0 : afterBargeIn ? max(settings.wakeReliefAfterBargeIn, settings.wakeReliefOverSpeech) : settings.wakeReliefOverSpeech
+            let relief = over ? (afterBargeIn ? settings.wakeReliefAfterBargeIn : settings.wakeReliefOverSpeech) : 0
             if relief != wakeRelief { wakeRelief = relief; out.append(.wakeRelief(relief)) }
             out.append(.listen(frame, wake: listens))
         }
