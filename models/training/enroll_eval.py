@@ -21,6 +21,11 @@ done-when's measure; near-miss wakes are reported, not constrained); ties go to 
 and similarity. One floor and similarity for all three triggers. The takes: the voice's first five
 clean events of the trigger, cut 1.4 s before to 0.4 s after the trigger's end; those five events
 are not scored.
+
+--verifier logistic measures a verifier the node could learn at enrollment instead of the cosine
+rule (enroll_verifier.py: the takes against the user's own prompt sentences and, with --generic N,
+the node's own espeak-ng speech); its probability takes the similarity's place in the same rule and
+the same folds. Not in the node; models/EVALUATION.md has its figures.
 """
 import argparse
 import json
@@ -30,6 +35,8 @@ import wave
 
 import numpy as np
 
+import augment
+import enroll_verifier
 import frontend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +46,7 @@ TRIGGERS = ["openclaw", "claude", "computer"]
 VOICES = ["awb", "rms"]
 SR, STEP_MS, TAKES = 16000, 80, 5
 FLOORS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+PROBS = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999]
 SIMS = [0.5, 0.6, 0.7, 0.75, 0.8, 0.82, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.9, 0.92, 0.94, 0.96]
 
 
@@ -121,6 +129,14 @@ def main():
     ap.add_argument("--cache", default=os.path.join(HERE, ".cache", "enroll"))
     ap.add_argument("--feature", default="both", choices=["raw", "centred", "hidden", "both"])
     ap.add_argument("--explore", action="store_true", help="print every floor and similarity tried")
+    ap.add_argument("--verifier", default="cosine", choices=["cosine", "logistic"],
+                    help="cosine: nearest take (shipped); logistic: takes against the user's own prompt sentences (enroll_verifier.py)")
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--hard", type=float, default=0, help="logistic: negatives the head scores over 0.1 weigh 1+HARD")
+    ap.add_argument("--no-near", action="store_true", help="logistic: without the near-miss words")
+    ap.add_argument("--speeds", default="", help="logistic: extra speed factors for the takes' variants, e.g. 0.9,1.1")
+    ap.add_argument("--generic", type=int, default=0,
+                    help="logistic: also N everyday sentences and the trigger's near-miss words by the node's own espeak-ng as negatives")
     args = ap.parse_args()
     meta = json.load(open(os.path.join(args.eval_dir, "meta.json")))
     os.makedirs(args.cache, exist_ok=True)
@@ -143,22 +159,74 @@ def main():
     half = {"negatives": meta["negatives"]["seconds"] * 500, "near-misses": meta["near-misses"]["seconds"] * 500}
 
     # Each (voice, trigger): the five takes' windows, as `wake enroll` keeps them.
-    enrolled, takes_of = {}, {}
+    enrolled, takes_of, take_clips = {}, {}, {}
     for t in TRIGGERS:
         ev = meta[f"positives-{t}"]
         for v in VOICES:
             idx = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and e["snr"] == "clean"][:TAKES]
             takes_of[(v, t)] = set(idx)
-            temps = []
+            temps, clips = [], []
             for i in idx:
                 end = ev["ends_ms"][i] * 16
                 clip = audio[t][end - int(1.4 * SR):end + int(0.4 * SR)]
                 x = windows(fe.embed(clip), zero, W)
                 temps.append(x[int(np.argmax(heads[t].scores(x)))])
+                clips.append(clip)
             enrolled[(v, t)] = np.array(temps)
+            take_clips[(v, t)] = clips
+
+    def view(x, t):
+        kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
+        return np.concatenate([feature(x, k, heads[t], W) for k in kinds], axis=1)
+
+    verifiers = {}
+    if args.verifier == "logistic":
+        import evaluate
+        flite, vrng = evaluate.Flite(), np.random.default_rng(4242)
+        enroll_verifier.SPEEDS = tuple(float(f) for f in args.speeds.split(",") if f)
+        generic, near_of = np.zeros((0, W * 96), np.float32), {t: np.zeros((0, W * 96), np.float32) for t in TRIGGERS}
+        if args.generic:
+            import speech
+            import voices
+            eng, grng = voices.EspeakEngine(), np.random.default_rng(99)
+
+            def node_says(texts):
+                out = []
+                for text in texts:
+                    x = eng.render(text, grng).astype(float)
+                    x = np.concatenate([np.zeros(4000), x, np.zeros(4000)])
+                    if grng.random() < 0.5:
+                        x = augment.mix_noise(x, augment.coloured_noise(grng, len(x), 1.0), grng.uniform(5, 20))
+                    out.append(windows(fe.embed(x / (np.max(np.abs(x)) + 1e-9) * 8000), zero, W))
+                return np.vstack(out)
+            generic = node_says(speech.everyday_sentences(grng, args.generic))
+            carriers = ["{}", "I said {} yesterday.", "Please {} now.", "What about {}?"]
+            near_of = {t: node_says([str(grng.choice(carriers)).format(w) for w in speech.near_misses(t) for _ in range(3)])
+                       for t in TRIGGERS} if not args.no_near else near_of
+            log(f"generic negatives: {len(generic)} windows; near misses {[len(v) for v in near_of.values()]}")
+        for v in VOICES:
+            said = enroll_verifier.user_speech(flite, v, vrng)
+            neg = np.vstack([windows(fe.embed(x), zero, W) for s in said
+                             for x in (s, augment.mix_noise(s, augment.coloured_noise(vrng, len(s), 1.0), 10))])
+            for t in TRIGGERS:
+                pos = []
+                for clip in take_clips[(v, t)]:
+                    xs = [windows(fe.embed(x), zero, W) for x in enroll_verifier.variants(clip, vrng, said)]
+                    k0 = int(np.argmax(heads[t].scores(xs[0])))
+                    for x in xs:     # the same moment in each variant (speed changes its length)
+                        kk = min(len(x) - 1, round(k0 * len(x) / len(xs[0])))
+                        lo = max(0, kk - 2)
+                        k = lo + int(np.argmax(heads[t].scores(x[lo:kk + 3])))
+                        pos.append(x[max(0, k - 1):k + 2])
+                negs = np.vstack([neg, generic, near_of[t]])
+                verifiers[(v, t)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2,
+                                                             1 + args.hard * (heads[t].scores(negs) >= 0.1))
+                log(f"verifier {v}/{t}: {sum(len(p) for p in pos)} take windows, {len(neg)} of the user's own speech")
 
     def similarity(x, v, t):
         """Per window, the nearest take's cosine in the chosen view ("both": the lower of raw and hidden)."""
+        if args.verifier == "logistic":
+            return verifiers[(v, t)].prob(view(x, t))
         kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
         out = [(unit(feature(x, k, heads[t], W)) @ unit(feature(enrolled[(v, t)], k, heads[t], W)).T).max(axis=1) for k in kinds]
         return np.minimum.reduce(out)
@@ -187,7 +255,7 @@ def main():
         fw0 = sum(b[2] + b[4] for b in before.values())
         best = None
         for floor in FLOORS:
-            for sim in SIMS:
+            for sim in (PROBS if args.verifier == "logistic" else SIMS):
                 f = {t: figures(choose, t, floor, sim, ch_half) for t in TRIGGERS}
                 if args.explore:
                     print(choose, floor, sim, "missed", [x[0] for x in f.values()], "false", [x[2] for x in f.values()],
