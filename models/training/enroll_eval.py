@@ -132,6 +132,7 @@ def main():
     ap.add_argument("--verifier", default="cosine", choices=["cosine", "logistic"],
                     help="cosine: nearest take (shipped); logistic: takes against the user's own prompt sentences (enroll_verifier.py)")
     ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--takes", type=int, default=TAKES, help="takes per enrolled voice (the measure is five)")
     ap.add_argument("--hard", type=float, default=0, help="logistic: negatives the head scores over 0.1 weigh 1+HARD")
     ap.add_argument("--no-near", action="store_true", help="logistic: without the near-miss words")
     ap.add_argument("--speeds", default="", help="logistic: extra speed factors for the takes' variants, e.g. 0.9,1.1")
@@ -163,7 +164,7 @@ def main():
     for t in TRIGGERS:
         ev = meta[f"positives-{t}"]
         for v in VOICES:
-            idx = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and e["snr"] == "clean"][:TAKES]
+            idx = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and e["snr"] == "clean"][:args.takes]
             takes_of[(v, t)] = set(idx)
             temps, clips = [], []
             for i in idx:
