@@ -25,7 +25,9 @@ are not scored.
 --verifier logistic measures a verifier the node could learn at enrollment instead of the cosine
 rule (enroll_verifier.py: the takes against the user's own prompt sentences and, with --generic N,
 the node's own espeak-ng speech); its probability takes the similarity's place in the same rule and
-the same folds. Not in the node; models/EVALUATION.md has its figures.
+the same folds; --mined BAR adds the windows the head scores over BAR in the half of the negative
+streams a verifier's rows do not score (the household's speech as the node could keep it while it
+listens). Not in the node; models/EVALUATION.md has its figures.
 """
 import argparse
 import json
@@ -133,6 +135,10 @@ def main():
                     help="cosine: nearest take (shipped); logistic: takes against the user's own prompt sentences (enroll_verifier.py)")
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--takes", type=int, default=TAKES, help="takes per enrolled voice (the measure is five)")
+    ap.add_argument("--mined", type=float, default=None,
+                    help="logistic: also the windows the head scores over this in the other half of negatives.wav and near-misses.wav "
+                         "(what the node would hear over days and keep as the household's hard negatives; never the scored half)")
+    ap.add_argument("--mined-from", default="negatives,near-misses", help="--mined: from these streams")
     ap.add_argument("--hard", type=float, default=0, help="logistic: negatives the head scores over 0.1 weigh 1+HARD")
     ap.add_argument("--no-near", action="store_true", help="logistic: without the near-miss words")
     ap.add_argument("--speeds", default="", help="logistic: extra speed factors for the takes' variants, e.g. 0.9,1.1")
@@ -181,6 +187,17 @@ def main():
         return np.concatenate([feature(x, k, heads[t], W) for k in kinds], axis=1)
 
     verifiers = {}
+
+    def mined(t, h):
+        """The windows of half h of the negative streams that trigger t's head scores over --mined."""
+        out = []
+        for n in args.mined_from.split(","):
+            ms = (np.arange(len(streams[n])) + 1) * STEP_MS
+            keep = ((ms < half[n]) if h == 0 else (ms >= half[n])) & (base[(n, t)] >= args.mined)
+            out.append(streams[n][keep])
+        log(f"mined {t} half {h}: {sum(len(o) for o in out)} windows")
+        return np.vstack(out)
+
     if args.verifier == "logistic":
         import evaluate
         flite, vrng = evaluate.Flite(), np.random.default_rng(4242)
@@ -219,35 +236,41 @@ def main():
                         lo = max(0, kk - 2)
                         k = lo + int(np.argmax(heads[t].scores(x[lo:kk + 3])))
                         pos.append(x[max(0, k - 1):k + 2])
-                negs = np.vstack([neg, generic, near_of[t]])
-                verifiers[(v, t)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2,
-                                                             1 + args.hard * (heads[t].scores(negs) >= 0.1))
+                for h in ((0, 1) if args.mined is not None else (0,)):
+                    negs = np.vstack([neg, generic, near_of[t]] + ([mined(t, h)] if args.mined is not None else []))
+                    verifiers[(v, t, h)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2,
+                                                                    1 + args.hard * (heads[t].scores(negs) >= 0.1))
+                    verifiers.setdefault((v, t, 1), verifiers[(v, t, h)])
                 log(f"verifier {v}/{t}: {sum(len(p) for p in pos)} take windows, {len(neg)} of the user's own speech")
 
-    def similarity(x, v, t):
-        """Per window, the nearest take's cosine in the chosen view ("both": the lower of raw and hidden)."""
+    def similarity(x, v, t, h=0):
+        """Per window, the nearest take's cosine in the chosen view ("both": the lower of raw and hidden);
+        with --verifier logistic, the probability of the verifier whose mined negatives (--mined) came from half h."""
         if args.verifier == "logistic":
-            return verifiers[(v, t)].prob(view(x, t))
+            return verifiers[(v, t, h)].prob(view(x, t))
         kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
         out = [(unit(feature(x, k, heads[t], W)) @ unit(feature(enrolled[(v, t)], k, heads[t], W)).T).max(axis=1) for k in kinds]
         return np.minimum.reduce(out)
     sims = {}
     for (v, t), temps in enrolled.items():
         for n, x in streams.items():
-            sims[(v, t, n)] = np.concatenate([similarity(x[a:a + 8192], v, t) for a in range(0, len(x), 8192)])
+            for h in ((0, 1) if args.mined is not None else (0,)):
+                sims[(v, t, n, h)] = np.concatenate([similarity(x[a:a + 8192], v, t, h) for a in range(0, len(x), 8192)])
+            sims.setdefault((v, t, n, 1), sims[(v, t, n, 0)])
     log("scores and similarities ready")
 
     def figures(v, t, floor, sim, neg_half):
         """(missed, events, false wakes, negative hours, near-miss wakes) for voice v enrolled on t."""
         h, ev = heads[t], meta[f"positives-{t}"]
-        s_v = sims[(v, t, f"positives-{t}")]
+        m = 1 - neg_half      # the verifier that never saw the negatives scored here
+        s_v = sims[(v, t, f"positives-{t}", m)]
         wakes = replay(base[(f"positives-{t}", t)], s_v, h.threshold, floor, sim, h.steps)
         scored = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and i not in takes_of[(v, t)]]
         missed = sum(1 for i in scored if not any(ev["ends_ms"][i] - 500 <= m <= ev["ends_ms"][i] + 1000 for m in wakes))
         out = []
         for n in ("negatives", "near-misses"):
             lo, hi = (0, half[n]) if neg_half == 0 else (half[n], None)
-            out.append(len(replay(base[(n, t)], sims[(v, t, n)], h.threshold, floor, sim, h.steps, lo, hi)))
+            out.append(len(replay(base[(n, t)], sims[(v, t, n, m)], h.threshold, floor, sim, h.steps, lo, hi)))
         return missed, len(scored), out[0], meta["negatives"]["seconds"] / 7200, out[1]
 
     results = {"folds": []}
