@@ -139,6 +139,7 @@ def main():
                     help="logistic: also the windows the head scores over this in the other half of negatives.wav and near-misses.wav "
                          "(what the node would hear over days and keep as the household's hard negatives; never the scored half)")
     ap.add_argument("--mined-from", default="negatives,near-misses", help="--mined: from these streams")
+    ap.add_argument("--fixed", default="", help="FLOOR,BAR: report both folds at this rule instead of each fold's choice")
     ap.add_argument("--hard", type=float, default=0, help="logistic: negatives the head scores over 0.1 weigh 1+HARD")
     ap.add_argument("--no-near", action="store_true", help="logistic: without the near-miss words")
     ap.add_argument("--speeds", default="", help="logistic: extra speed factors for the takes' variants, e.g. 0.9,1.1")
@@ -292,6 +293,8 @@ def main():
         if best is None:
             raise SystemExit(f"enroll_eval.py: no floor and similarity keeps {choose}'s false wakes at or under {fw0}")
         _, floor, sim = best
+        if args.fixed:          # a rule decided elsewhere (e.g. the stricter of both folds' choices)
+            floor, sim = (float(f) for f in args.fixed.split(","))
         log(f"fold {choose}->{report}: chose floor {floor}, similarity {sim}")
         rows = []
         for t in TRIGGERS:
