@@ -183,8 +183,12 @@ def main():
             enrolled[(v, t)] = np.array(temps)
             take_clips[(v, t)] = clips
 
+    kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
+    # With --mined each (voice, trigger) has two verifiers, one per half of the negative streams its
+    # mined windows came from; without, one serves both halves.
+    halves = (0, 1) if args.mined is not None else (0,)
+
     def view(x, t):
-        kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
         return np.concatenate([feature(x, k, heads[t], W) for k in kinds], axis=1)
 
     verifiers = {}
@@ -202,7 +206,7 @@ def main():
     if args.verifier == "logistic":
         import evaluate
         flite, vrng = evaluate.Flite(), np.random.default_rng(4242)
-        enroll_verifier.SPEEDS = tuple(float(f) for f in args.speeds.split(",") if f)
+        speeds = tuple(float(f) for f in args.speeds.split(",") if f)
         generic, near_of = np.zeros((0, W * 96), np.float32), {t: np.zeros((0, W * 96), np.float32) for t in TRIGGERS}
         if args.generic:
             import speech
@@ -216,7 +220,7 @@ def main():
                     x = np.concatenate([np.zeros(4000), x, np.zeros(4000)])
                     if grng.random() < 0.5:
                         x = augment.mix_noise(x, augment.coloured_noise(grng, len(x), 1.0), grng.uniform(5, 20))
-                    out.append(windows(fe.embed(x / (np.max(np.abs(x)) + 1e-9) * 8000), zero, W))
+                    out.append(windows(fe.embed(x / (np.max(np.abs(x)) + 1e-9) * 8000), zero, W))   # peak -12 dBFS
                 return np.vstack(out)
             generic = node_says(speech.everyday_sentences(grng, args.generic))
             carriers = ["{}", "I said {} yesterday.", "Please {} now.", "What about {}?"]
@@ -230,18 +234,17 @@ def main():
             for t in TRIGGERS:
                 pos = []
                 for clip in take_clips[(v, t)]:
-                    xs = [windows(fe.embed(x), zero, W) for x in enroll_verifier.variants(clip, vrng, said)]
+                    xs = [windows(fe.embed(x), zero, W) for x in enroll_verifier.variants(clip, vrng, said, speeds)]
                     k0 = int(np.argmax(heads[t].scores(xs[0])))
                     for x in xs:     # the same moment in each variant (speed changes its length)
                         kk = min(len(x) - 1, round(k0 * len(x) / len(xs[0])))
                         lo = max(0, kk - 2)
                         k = lo + int(np.argmax(heads[t].scores(x[lo:kk + 3])))
                         pos.append(x[max(0, k - 1):k + 2])
-                for h in ((0, 1) if args.mined is not None else (0,)):
+                for h in halves:
                     negs = np.vstack([neg, generic, near_of[t]] + ([mined(t, h)] if args.mined is not None else []))
                     verifiers[(v, t, h)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2,
                                                                     1 + args.hard * (heads[t].scores(negs) >= 0.1))
-                    verifiers.setdefault((v, t, 1), verifiers[(v, t, h)])
                 log(f"verifier {v}/{t}: {sum(len(p) for p in pos)} take windows, {len(neg)} of the user's own speech")
 
     def similarity(x, v, t, h=0):
@@ -249,29 +252,29 @@ def main():
         with --verifier logistic, the probability of the verifier whose mined negatives (--mined) came from half h."""
         if args.verifier == "logistic":
             return verifiers[(v, t, h)].prob(view(x, t))
-        kinds = ["raw", "hidden"] if args.feature == "both" else [args.feature]
         out = [(unit(feature(x, k, heads[t], W)) @ unit(feature(enrolled[(v, t)], k, heads[t], W)).T).max(axis=1) for k in kinds]
         return np.minimum.reduce(out)
     sims = {}
     for (v, t), temps in enrolled.items():
         for n, x in streams.items():
-            for h in ((0, 1) if args.mined is not None else (0,)):
+            for h in halves:
                 sims[(v, t, n, h)] = np.concatenate([similarity(x[a:a + 8192], v, t, h) for a in range(0, len(x), 8192)])
-            sims.setdefault((v, t, n, 1), sims[(v, t, n, 0)])
+            if len(halves) == 1:
+                sims[(v, t, n, 1)] = sims[(v, t, n, 0)]
     log("scores and similarities ready")
 
     def figures(v, t, floor, sim, neg_half):
         """(missed, events, false wakes, negative hours, near-miss wakes) for voice v enrolled on t."""
         h, ev = heads[t], meta[f"positives-{t}"]
-        m = 1 - neg_half      # the verifier that never saw the negatives scored here
-        s_v = sims[(v, t, f"positives-{t}", m)]
+        vh = 1 - neg_half     # the verifier whose mined windows are not among the negatives scored here
+        s_v = sims[(v, t, f"positives-{t}", vh)]
         wakes = replay(base[(f"positives-{t}", t)], s_v, h.threshold, floor, sim, h.steps)
         scored = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and i not in takes_of[(v, t)]]
         missed = sum(1 for i in scored if not any(ev["ends_ms"][i] - 500 <= m <= ev["ends_ms"][i] + 1000 for m in wakes))
         out = []
         for n in ("negatives", "near-misses"):
             lo, hi = (0, half[n]) if neg_half == 0 else (half[n], None)
-            out.append(len(replay(base[(n, t)], sims[(v, t, n, m)], h.threshold, floor, sim, h.steps, lo, hi)))
+            out.append(len(replay(base[(n, t)], sims[(v, t, n, vh)], h.threshold, floor, sim, h.steps, lo, hi)))
         return missed, len(scored), out[0], meta["negatives"]["seconds"] / 7200, out[1]
 
     results = {"folds": []}
@@ -293,9 +296,10 @@ def main():
         if best is None:
             raise SystemExit(f"enroll_eval.py: no floor and similarity keeps {choose}'s false wakes at or under {fw0}")
         _, floor, sim = best
+        log(f"fold {choose}->{report}: chose floor {floor}, similarity {sim}")
         if args.fixed:          # a rule decided elsewhere (e.g. the stricter of both folds' choices)
             floor, sim = (float(f) for f in args.fixed.split(","))
-        log(f"fold {choose}->{report}: chose floor {floor}, similarity {sim}")
+            log(f"fold {choose}->{report}: reported at --fixed floor {floor}, similarity {sim}")
         rows = []
         for t in TRIGGERS:
             b = figures(report, t, None, None, 1 - ch_half)

@@ -14,9 +14,9 @@ from scipy.optimize import minimize
 from scipy.signal import resample_poly
 
 import augment
+import evaluate
 
 SR = 16000
-SPEEDS = ()          # extra speed factors for the takes' variants (set by enroll_eval.py --speeds)
 # What `wake enroll` asks the household to read once the takes are in: everyday sentences, none
 # with a trigger, about 15 s in all.
 PROMPTS = [
@@ -30,24 +30,22 @@ PROMPTS = [
 def user_speech(flite, voice, rng):
     """The stand-in user reading the prompts: one flite voice, a new speaker draw per sentence
     (as the held-out events draw theirs), in a quiet room."""
-    base = 110 if voice == "awb" else 95
     out = []
     for text in PROMPTS:
-        spk = dict(voice=voice, stretch=float(rng.uniform(0.8, 1.3)), f0=float(base * rng.uniform(0.8, 1.3)),
-                   f0_range=float(rng.uniform(8, 30)))
-        x = flite.synth(text, **spk).astype(float)
+        x = flite.synth(text, **evaluate.test_speaker(rng, voice)).astype(float)
         x = np.concatenate([np.zeros(SR // 2), x, np.zeros(SR // 2)])
         x = x + augment.coloured_noise(rng, len(x), 0.0) * 3.0
         out.append(x / (np.max(np.abs(x)) + 1e-9) * 32767 * 10 ** (rng.uniform(-20, -4) / 20))
     return out
 
 
-def variants(clip, rng, speech):
+def variants(clip, rng, speech, speeds=()):
     """A take as the node can make it sound: as recorded, and at 20/10/5 dB of white, pink or the
-    person's own speech as babble, a third of them in a training-style room."""
+    person's own speech as babble, a third of them in a training-style room; each extra speed in
+    `speeds` adds the nine noisy ones again at that speed."""
     clip = clip.astype(float)
     out = [clip]
-    speeds = [1.0] + list(SPEEDS)
+    speeds = [1.0] + list(speeds)
     for i, (snr, kind) in enumerate((s, k) for _ in speeds for s in (20, 10, 5) for k in ("white", "pink", "babble")):
         x = clip
         speed = speeds[i // 9]

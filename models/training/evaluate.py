@@ -68,8 +68,9 @@ class Flite:
         return speech.to16k(a, rate)
 
 
-def test_speaker(rng):
-    voice = str(rng.choice(EVAL_VOICES))
+def test_speaker(rng, voice=None):
+    """A held-out speaker: a flite voice (drawn unless given) with its own pace and pitch."""
+    voice = voice or str(rng.choice(EVAL_VOICES))
     base = 110 if voice == "awb" else 95
     return dict(voice=voice, stretch=float(rng.uniform(0.8, 1.3)), f0=float(base * rng.uniform(0.8, 1.3)),
                 f0_range=float(rng.uniform(8, 30)))
