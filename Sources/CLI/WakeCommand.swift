@@ -184,8 +184,8 @@ public enum WakeCommand {
         while true {
             let block = reader.next(frames: max(rate / 3, 1))
             if block.isEmpty { break }
-            let mono = channels == 1 ? block : stride(from: 0, to: block.count - 1, by: 2).map {
-                Int16((Int32(block[$0]) + Int32(block[$0 + 1])) / 2)
+            let mono: [Int16] = channels == 1 ? block : stride(from: 0, to: block.count - 1, by: 2).map { (i: Int) -> Int16 in
+                Int16((Int32(block[i]) + Int32(block[i + 1])) / 2)
             }
             feed(resampler?.process(mono) ?? mono)
         }

@@ -223,7 +223,8 @@ public struct RoomRecording: Sendable, Codable {
         }
         let all = frames.withLock { $0 }.filter { $0.receivedAt >= handedAt - .milliseconds(300) }
         func index(_ d: Duration) -> Int {
-            Int((Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18) * 16_000)
+            let seconds: Double = Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+            return Int(seconds * 16_000)
         }
         var heard: [Int16] = [], handed: [Int] = [], timed: [Int] = [], capLat: [Double] = []
         for f in all {

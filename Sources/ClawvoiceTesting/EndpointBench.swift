@@ -253,7 +253,11 @@ public enum EndpointBench {
     public static func trimmed(_ x: [Int16]) -> [Int16] {
         let n = x.count / 160
         guard n > 0 else { return x }
-        let rms = (0..<n).map { j in sqrt((0..<160).reduce(0.0) { $0 + Double(x[j * 160 + $1]) * Double(x[j * 160 + $1]) } / 160) }
+        let rms: [Double] = (0..<n).map { (j: Int) -> Double in
+            var sum = 0.0
+            for i in (j * 160)..<(j * 160 + 160) { sum += Double(x[i]) * Double(x[i]) }
+            return (sum / 160).squareRoot()
+        }
         let top = rms.max() ?? 0
         guard let a = rms.firstIndex(where: { $0 > top / 100 }), let b = rms.lastIndex(where: { $0 > top / 100 }) else { return x }
         return Array(x[(a * 160)..<min(x.count, (b + 1) * 160)])

@@ -24,8 +24,8 @@ import Testing
 
     /// One 20 ms frame of a 300 Hz tone at `dbfs` RMS (a stand-in for a loud vowel).
     static func loud(dbfs: Double = -12) -> PCMBuffer {
-        let amplitude = pow(10, dbfs / 20) * 2.0.squareRoot() * 32767
-        return PCMBuffer(format: .voice, samples: (0..<320).map { Int16(amplitude * sin(2 * .pi * 300 * Double($0) / 16_000)) })
+        let amplitude: Double = pow(10, dbfs / 20) * 2.0.squareRoot() * 32767
+        return PCMBuffer(format: .voice, samples: (0..<320).map { (i: Int) -> Int16 in Int16(amplitude * sin(2 * Double.pi * 300 * Double(i) / 16_000)) })
     }
 
     /// Feeds `frames` and returns each event with the 1-based index of the frame that caused it.

@@ -76,6 +76,7 @@ import Testing
         // Everything still runs: the same work again, from pages read back.
         let again = try JSONSerialization.jsonObject(with: json) as? [String: Any]
         #expect((again?["b"] as? String) == "text")
-        #expect("rest-25".split(separator: "-").map(String.init) == ["rest", "25"])
+        let parts: [String] = "rest-25".split(separator: "-").map { String($0) }
+        #expect(parts == ["rest", "25"])
     }
 }

@@ -30,10 +30,15 @@ import Testing
     /// ahead before the first timing reading, then the timing info's 12. The old cursor stepped
     /// by its running mean, stopped 79 samples short, and jumped by 80 samples 20 s later.
     @Test func `the reference lands on the first timing reading and stays there`() {
-        let targets = (0..<2_000).map { k in k < 5 ? 320 * (k + 1) + 4_726 : k < 10 ? 320 * (k + 1) + 3_117 : k < 15 ? 320 * (k + 1) + 1_514 : Self.target(k, offset: 12) }
+        let targets: [Int] = (0..<2_000).map { (k: Int) -> Int in
+            if k < 5 { return 320 * (k + 1) + 4_726 }
+            if k < 10 { return 320 * (k + 1) + 3_117 }
+            if k < 15 { return 320 * (k + 1) + 1_514 }
+            return Self.target(k, offset: 12)
+        }
         let (ends, cursor) = Self.run(targets)
         let settled = 30
-        let errors = (settled..<targets.count).map { ends[$0] - (320 * ($0 + 1) + 12) }
+        let errors: [Int] = (settled..<targets.count).map { (k: Int) -> Int in ends[k] - (320 * (k + 1) + 12) }
         #expect(errors.allSatisfy { abs($0) <= 8 }, "off by \(errors.min()!)…\(errors.max()!) samples after frame \(settled)")
         #expect(zip(ends[settled...], ends[(settled + 1)...]).allSatisfy { $1 == $0 + 320 }, "the reference moved after frame \(settled)")
         #expect(cursor.moves <= 3, "\(cursor.moves) moves")

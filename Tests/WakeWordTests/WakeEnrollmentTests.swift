@@ -69,8 +69,9 @@ import Testing
         }
         // 400 ms of room before, the 700 ms of speech, and the 600 ms pause that ended it.
         #expect(abs(take.count - (400 + 700 + 600) * 16) <= 2 * 320, "\(take.count)")
-        #expect(EnrollmentTakeCheck.check(take) == .ok(peakDbfs: 20 * log10(Double(take.map { abs(Int($0)) }.max()!) / 32768),
-                                                         seconds: Double(take.count) / 16_000))
+        let peak: Int = take.map { (s: Int16) -> Int in abs(Int(s)) }.max()!
+        let peakDbfs: Double = 20 * log10(Double(peak) / 32768)
+        #expect(EnrollmentTakeCheck.check(take) == .ok(peakDbfs: peakDbfs, seconds: Double(take.count) / 16_000))
     }
 
     @Test func `nothing said is nothing heard, and a take that runs on is too long`() {

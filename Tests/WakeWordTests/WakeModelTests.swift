@@ -71,7 +71,7 @@ import Testing
         var (m, data) = tinyManifest(sha: sha)
         let count = data.count / 4
         m.tensors += m.tensors.map { .init(name: "member1." + $0.name, shape: $0.shape, offset: $0.offset + count) }
-        let second = (0..<count).map { Float(($0 * 5) % 11) * 0.01 - 0.03 }
+        let second: [Float] = (0..<count).map { (i: Int) -> Float in Float((i * 5) % 11) * 0.01 - 0.03 }
         data += second.withUnsafeBytes { Data($0) }
         m.weightsBytes = data.count
         m.network.members = 2
@@ -91,7 +91,7 @@ import Testing
         second.tensors = m.tensors.suffix(6).map { .init(name: String($0.name.dropFirst("member1.".count)), shape: $0.shape, offset: $0.offset) }
         let a = try WakeModel(manifest: first, weights: data, frontEnd: fe, path: "a.json")
         let b = try WakeModel(manifest: second, weights: data, frontEnd: fe, path: "b.json")
-        let history = (0..<(EmbeddingFrontEnd.historyLength * 96)).map { Float(($0 * 37) % 101) * 0.02 - 1 }
+        let history: [Float] = (0..<(EmbeddingFrontEnd.historyLength * 96)).map { (i: Int) -> Float in Float((i * 37) % 101) * 0.02 - 1 }
         let (la, lb, lab) = history.withUnsafeBufferPointer {
             (WakeHead(model: a).logit(history: $0), WakeHead(model: b).logit(history: $0), WakeHead(model: both).logit(history: $0))
         }
