@@ -500,11 +500,11 @@ def main():
               "`clawvoice-bench` gives the same figure beside pyopen-wakeword's on the same audio.",
               "", f"Detector wall time over all {cpu_audio / 3600:.2f} h of audio, three models, `--scores` printing "
               f"included: {cpu_wall:.1f} s ({cpu_wall / cpu_audio * 100:.2f} % of real time).", ""]
-    kept = []           # sections of other commands (realspeech.py, enroll_eval.py, stop_speech.py) stay as they last wrote them
+    kept = []           # sections of other commands (realspeech.py, enroll_eval.py, stop_speech.py, real_negatives.py) stay as they last wrote them
     if os.path.exists(args.report):
         prev = open(args.report).read().split("\n")
         for i, l in enumerate(prev):
-            if l in ("## Real speech", "## Over the node's speech") or l.startswith("## Enrollment"):
+            if l in ("## Real speech", "## Over the node's speech") or l.startswith(("## Enrollment", "## Real negatives")):
                 j = next((k for k in range(i + 1, len(prev)) if prev[k].startswith("## ")), len(prev))
                 kept += prev[i:j]
     with open(args.report, "w") as f:
