@@ -4,7 +4,8 @@ Allison, 8 kHz, CC-BY-SA; no prompt holds a trigger word, by the package's own t
 Training never used them, so they are held out; one speaker and 25 minutes cannot resolve
 0.5 false wakes per hour, so this is a real-voice check beside the flite streams, not a bar.
 
-    apt-get install asterisk-core-sounds-en-wav      (18 MB; `make` does not install it)
+    make wake-eval-real-negatives      (installs the package, builds, runs this with --report), or:
+    apt-get install asterisk-core-sounds-en-wav      (18 MB; make test does not need it)
     swift build -c release --product clawvoice
     python3 models/training/real_negatives.py [--bin .build/release/clawvoice] [--models models]
         [--sounds DIR] [--out FILE.wav] [--sensitivity 0.5] [--stop-sensitivity 0.7] [--report models/EVALUATION.md]
@@ -112,8 +113,9 @@ def main():
                "Every detection is a false wake (for the stop word: a reply cut short by someone talking while the node "
                "speaks). One speaker and half an hour cannot resolve 0.5 per hour; it is a real-voice check beside the "
                "flite streams. Regenerate with:", "",
-               "```", "apt-get install asterisk-core-sounds-en-wav", "swift build -c release --product clawvoice",
-               "python3 models/training/real_negatives.py --report models/EVALUATION.md", "```", "",
+               "```", "make wake-eval-real-negatives", "```", "",
+               "(= `apt-get install asterisk-core-sounds-en-wav`, `swift build -c release --product clawvoice` and "
+               "`python3 models/training/real_negatives.py --report models/EVALUATION.md`; `make wake-eval` runs it last.)", "",
                f"| head | sensitivity | false wakes in {seconds / 60:.1f} min | per hour | where: s into the stream (prompt, score) |",
                "|---|---|---|---|---|"]
     for t, sens, found in rows:
