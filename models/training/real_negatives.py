@@ -1,7 +1,7 @@
 """False wakes on recorded human speech from a Debian package (issue 22, item 3): the shipped
 heads over the 568 voice prompts of `asterisk-core-sounds-en-wav` (one professional speaker,
 Allison, 8 kHz, CC-BY-SA; no prompt holds a trigger word, by the package's own transcript list).
-Training never used them, so they are held out; one speaker and 25 minutes cannot resolve
+Training never used them, so they are held out; one speaker and 25 minutes of speech cannot resolve
 0.5 false wakes per hour, so this is a real-voice check beside the flite streams, not a bar.
 
     make wake-eval-real-negatives      (installs the package, builds, runs this with --report), or:
@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import wave
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -58,7 +59,7 @@ def join_prompts(sounds, out, gap_ms=300):
 def prompt_at(spans, s):
     """The prompt being said at s seconds, or heard last before it (a wake lands at a word's end)."""
     last = "?"
-    for a, b, name in spans:
+    for a, _, name in spans:
         if a > s:
             break
         last = name
@@ -68,7 +69,8 @@ def prompt_at(spans, s):
 def detect(args, wav, triggers, sensitivity):
     cmd = [args.bin, "wake", "detect", "--input", wav, "--phrases", ",".join(triggers),
            "--models", args.models, "--sensitivity", str(sensitivity)]
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as state:  # the heads alone: no household enrollment (`wake enroll`) applies
+        run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, CLAWVOICE_STATE_DIR=state))
     if run.returncode != 0:
         sys.exit(f"real_negatives: {' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
