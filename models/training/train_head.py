@@ -40,12 +40,12 @@ log = render.log
 
 # --- the head --------------------------------------------------------------------------------
 
-def windows(E, zero):
-    """(n, S, 96) embeddings -> (n, S, 16 * 96) head inputs, history before the canvas = silence."""
+def windows(E, zero, window=HEAD_WINDOW):
+    """(n, S, 96) embeddings -> (n, S, window * 96) head inputs, history before the canvas = silence."""
     n, S, D = E.shape
-    full = np.concatenate([np.broadcast_to(zero, (n, HEAD_WINDOW - 1, D)), E], axis=1)
-    idx = np.arange(S)[:, None] + np.arange(HEAD_WINDOW)[None, :]
-    return full[:, idx].reshape(n, S, HEAD_WINDOW * D)
+    full = np.concatenate([np.broadcast_to(zero, (n, window - 1, D)), E], axis=1)
+    idx = np.arange(S)[:, None] + np.arange(window)[None, :]
+    return full[:, idx].reshape(n, S, window * D)
 
 
 def init_params(key, d_in, hidden):
@@ -147,6 +147,7 @@ def recipe_name(args, wide_changed):
         (10, args.over_speech > 0, f"--over-speech {args.over_speech}"),
         (9, args.real_negatives > 0, f"--real-negatives {args.real_negatives}"
                                      + (f" --real-exclude {args.real_exclude}" if args.real_exclude else "")),
+        (11, args.window != HEAD_WINDOW, f"--window {args.window}"),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)
@@ -158,6 +159,8 @@ def main():
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--hidden", type=int, default=HIDDEN)
+    ap.add_argument("--window", type=int, default=HEAD_WINDOW, help="embeddings per head input (80 ms each; candidate "
+                    "recipe v11: a shorter window for a one-syllable word, so less of what came before it is heard)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--positives", type=int, default=3000, help="trigger canvases")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every data count (smoke tests)")
@@ -426,7 +429,7 @@ def main():
     # --- normalisation and split -----------------------------------------------------------
     flat = E[:, ::4].reshape(-1, frontend.EMB_DIM).astype(np.float64)
     mean, std = flat.mean(axis=0), np.maximum(flat.std(axis=0), 1e-3)
-    mean_w, std_w = np.tile(mean, HEAD_WINDOW).astype(np.float32), np.tile(std, HEAD_WINDOW).astype(np.float32)
+    mean_w, std_w = np.tile(mean, args.window).astype(np.float32), np.tile(std, args.window).astype(np.float32)
     rng = np.random.default_rng(seed + 2)
     perm = rng.permutation(n_orig)
     n_val = n_orig // 20
@@ -453,10 +456,10 @@ def main():
     mask_all = (step_ok | start_canvas[:, None]).astype(np.float32)
 
     def inputs(idx):
-        return (windows(E[idx], zero).astype(np.float32) - mean_w) / std_w
+        return (windows(E[idx], zero, args.window).astype(np.float32) - mean_w) / std_w
 
     member_seed = lambda m: seed + 7919 * m            # member 0: exactly the single head's draws
-    params = init_params(jax.random.PRNGKey(member_seed(args.member)), HEAD_WINDOW * frontend.EMB_DIM, args.hidden)
+    params = init_params(jax.random.PRNGKey(member_seed(args.member)), args.window * frontend.EMB_DIM, args.hidden)
 
     def loss_fn(p, x, y, m):
         logits = forward(p, x)
@@ -481,7 +484,7 @@ def main():
         k1, k2, k3 = jax.random.split(dkey, 3)
         if args.shift > 0:   # one offset per canvas, the same for all 16 embeddings: a voice or channel the data lacks
             off = jax.random.normal(k2, (x.shape[0], 1, frontend.EMB_DIM)) * args.shift
-            x = x + jnp.tile(off, (1, 1, HEAD_WINDOW))
+            x = x + jnp.tile(off, (1, 1, args.window))
         if args.noise > 0:   # and independent noise on every value
             x = x + jax.random.normal(k3, x.shape) * args.noise
         x = x * (jax.random.uniform(k1, x.shape) > args.dropout) / (1 - args.dropout)      # dropout on the input
@@ -494,7 +497,7 @@ def main():
 
     # An ensemble (a list of heads) scores with the mean of its members' logits, as WakeHead does.
     predict = jax.jit(lambda p, x: jax.nn.sigmoid(sum(forward(q, x) for q in p) / len(p) if isinstance(p, list) else forward(p, x)))
-    vwin = ((windows(vE[None], zero)[0].astype(np.float32) - mean_w) / std_w)
+    vwin = ((windows(vE[None], zero, args.window)[0].astype(np.float32) - mean_w) / std_w)
     v_hours = v_seconds / 3600
 
     def validate(p):
@@ -555,10 +558,10 @@ def main():
         mrng = np.random.default_rng(seed + 41)
         thr, canv = args.mine_threshold, []
         for i in range(0, len(mE), 8):
-            sc_ = np.asarray(predict(p, (windows(mE[i:i + 8], zero).astype(np.float32) - mean_w) / std_w))
+            sc_ = np.asarray(predict(p, (windows(mE[i:i + 8], zero, args.window).astype(np.float32) - mean_w) / std_w))
             for j, row in enumerate(sc_):
                 row = row.copy()
-                row[:HEAD_WINDOW] = 0
+                row[:args.window] = 0
                 for k in np.argsort(-row):
                     if row[k] < thr:
                         break
@@ -602,10 +605,10 @@ def main():
             tr_idx = np.concatenate([tr_idx, np.repeat(np.arange(n0, len(E)), w), np.repeat(hard, wi - 1)])
             log(f"round {rnd + 2}: retraining from scratch on {len(tr_idx)} canvases ({len(newE)} mined windows x{w}, "
                 f"{len(hard)} hard training negatives x{wi})")
-            params = train(init_params(jax.random.PRNGKey(member_seed(args.member)), HEAD_WINDOW * frontend.EMB_DIM, args.hidden),
+            params = train(init_params(jax.random.PRNGKey(member_seed(args.member)), args.window * frontend.EMB_DIM, args.hidden),
                            tr_idx, f"round {rnd + 2} ")
         if args.members > 1:   # more heads on the same data, other initialisations and draws; logits averaged
-            params = [params] + [train(init_params(jax.random.PRNGKey(member_seed(args.member + m)), HEAD_WINDOW * frontend.EMB_DIM,
+            params = [params] + [train(init_params(jax.random.PRNGKey(member_seed(args.member + m)), args.window * frontend.EMB_DIM,
                                                    args.hidden), tr_idx, f"member {m + 1}/{args.members} ", member=args.member + m)
                                  for m in range(1, args.members)]
 
@@ -653,7 +656,7 @@ def main():
         "weightsBytes": len(blob), "weightsSHA256": hashlib.sha256(blob).hexdigest(), "threshold": round(chosen, 4),
         "consecutiveSteps": k,
         "frontEnd": {"manifest": "frontend.json", "weightsSHA256": fe_sha},
-        "network": {"type": "embedding-mlp", "windowEmbeddings": HEAD_WINDOW, "embeddingSize": frontend.EMB_DIM,
+        "network": {"type": "embedding-mlp", "windowEmbeddings": args.window, "embeddingSize": frontend.EMB_DIM,
                     "hidden": [args.hidden, args.hidden], "activation": "relu", "output": "sigmoid",
                     "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
         "tensors": entries,
