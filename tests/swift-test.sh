@@ -6,11 +6,14 @@
 # Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
 # the CPU, and each talk test case has a PulseAudio of its own (TalkAudio's trait), so they do
-# not share a microphone. Round 2 runs, one at a time on a quiet machine, the suites whose
-# assertions are real-time figures that a busy CPU would turn into noise (echo cancellation
-# converging, a speaker silenced within 50 ms, a clip's length heard at the speaker, playback lag,
-# the uplink's speech length within 60 ms of what was played, realtime calls' media heard through
-# aiortc peers: beside round 1 at load 9 a peer heard 120 ms of an 800 ms utterance).
+# not share a microphone. Round 2 runs the suites whose assertions are real-time figures that a
+# busy CPU would turn into noise (echo cancellation converging, a speaker silenced within 50 ms, a
+# clip's length heard at the speaker, playback lag, the uplink's speech length within 60 ms of what
+# was played, realtime calls' media heard through aiortc peers: beside round 1 at load 9 a peer
+# heard 120 ms of an 800 ms utterance), on a quiet machine: in two lanes, one test at a time in
+# each, so each has a core of this 2-core machine; each lane has a PulseAudio of its own. The lanes
+# are split so that their longest suites (the wake-over-reply tries, 60 s, and the echo on a real
+# PulseAudio, 48 s) run side by side.
 # --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
 # and niced: round 1 leaves most of a core idle, and round 2 must not share the machine with it.
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
@@ -21,10 +24,11 @@ fuzz_seconds=""
 if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2; fi
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
-quiet='EchoCancelTests|EchoRoomTests|StopWordTests/..stop. said over|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
+laneA='WakeOverReplyTests|StopWordTests/..stop. said over|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'
+laneB='EchoCancelTests|EchoRoomTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
 '|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
-'|WakeOverReplyTests|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'\
-'|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'
+'|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'
+quiet="$laneA|$laneB"
 width="${TEST_WIDTH:-4}"
 log=.build/swift-test.log
 : >"$log"
@@ -64,9 +68,38 @@ if [[ -n "$fuzz_pid" ]]; then
     round1=$((SECONDS - started))
 fi
 
-echo "swift-test: round 2, one at a time: ${quiet//|/, }"
-swift test --skip-build --no-parallel --filter "$quiet" "$@" 2>&1 | tee -a "$log"
-second=${PIPESTATUS[0]}
+# One lane of round 2: its own PulseAudio, one test at a time, its output kept apart and added to
+# the log when both lanes are done (interleaved lines would not say which test they belong to).
+# --ignore-lock: SwiftPM locks .build for every command, so a second `swift test` would wait for
+# the first; with --skip-build neither lane writes to .build.
+lane() {
+    local name=$1 filter=$2; shift 2
+    local dir; dir="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
+    (
+        export CLAWVOICE_PULSE_DIR="$dir"
+        eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: lane $name: its PulseAudio did not start"; exit 1; }
+        swift test --skip-build --ignore-lock --no-parallel --filter "$filter" "$@" 2>&1
+        status=$?
+        bash tests/audio/pulse-server.sh stop >/dev/null 2>&1
+        exit $status
+    ) >".build/swift-test-lane-$name.log"
+    local status=$?
+    rm -rf "$dir"
+    return $status
+}
+
+echo "swift-test: round 2, two lanes, one test at a time in each:"
+echo "  lane A: ${laneA//|/, }"
+echo "  lane B: ${laneB//|/, }"
+lane A "$laneA" "$@" & pidA=$!
+lane B "$laneB" "$@" & pidB=$!
+wait $pidA; secondA=$?
+wait $pidB; secondB=$?
+for l in A B; do
+    echo "swift-test: lane $l:" | tee -a "$log"
+    tee -a "$log" <".build/swift-test-lane-$l.log"
+done
+second=$(( secondA != 0 ? secondA : secondB ))
 round2=$((SECONDS - started - round1))
 
 passed=$(grep -oE 'Test run with [0-9]+ tests' "$log" | awk '{ n += $4 } END { print n + 0 }')
@@ -74,7 +107,7 @@ echo "swift-test: rounds took ${round1} s and ${round2} s"
 if [[ $first -eq 0 && $second -eq 0 && $fuzzed -eq 0 ]]; then
     echo "swift-test: ${passed:-0} passed, 0 failed"
 else
-    echo "swift-test: FAILED (round 1 exit $first, round 2 exit $second, fuzzing exit $fuzzed); the failing tests:"
+    echo "swift-test: FAILED (round 1 exit $first, round 2 exits $secondA and $secondB, fuzzing exit $fuzzed); the failing tests:"
     grep -E '^✘ Test .* failed' "$log" | sed 's/^/  /'
     exit 1
 fi
