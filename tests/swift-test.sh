@@ -85,6 +85,7 @@ lane() {
     ) >".build/swift-test-lane-$name.log"
     local status=$?
     rm -rf "$dir"
+    echo "swift-test: lane $name ended at $((SECONDS - started - round1)) s into round 2 (exit $status)"
     return $status
 }
 
