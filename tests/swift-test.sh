@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # swift-test.sh: runs the Swift test suites for `make test`, in two rounds.
 #
-#   tests/swift-test.sh [--fuzz SECONDS] [--core] [swift test flags...]
+#   tests/swift-test.sh [--fuzz SECONDS] [swift test flags...]
 #
 # Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
@@ -16,20 +16,12 @@
 # PulseAudio, 48 s) run side by side.
 # --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
 # and niced: round 1 leaves most of a core idle, and round 2 must not share the machine with it.
-# --core runs tests/core/without-c.sh (`make core-test`) there too, before the fuzzing.
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 fuzz_seconds=""
-core=""
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --fuzz) fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2 ;;
-        --core) core=1; shift ;;
-        *) break ;;
-    esac
-done
+if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2; fi
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
 laneA='WakeOverReplyTests|StopWordTests/..stop. said over|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'
@@ -53,23 +45,11 @@ cleanup() {
 trap cleanup EXIT
 echo "swift-test: private PulseAudio at $PULSE_SERVER"
 
-# Beside round 1, one after the other and niced: the core's build and tests without the C
-# libraries (exit bit 1), then the fuzz targets (exit bit 2).
-beside() {
-    local status=0
-    if [[ -n "$core" ]]; then
-        nice -n 10 bash tests/core/without-c.sh "$@" >.build/core-test.log 2>&1 || status=1
-    fi
-    if [[ -n "$fuzz_seconds" ]]; then
-        mkdir -p .build/fuzz
-        FUZZ_JOBS=1 nice -n 10 bash fuzz/run.sh "$fuzz_seconds" >.build/fuzz/make-test.log 2>&1 || status=$((status | 2))
-    fi
-    return $status
-}
-if [[ -n "$fuzz_seconds$core" ]]; then
-    beside "$@" &
+if [[ -n "$fuzz_seconds" ]]; then
+    mkdir -p .build/fuzz
+    FUZZ_JOBS=1 nice -n 10 bash fuzz/run.sh "$fuzz_seconds" >.build/fuzz/make-test.log 2>&1 &
     fuzz_pid=$!
-    echo "swift-test: beside round 1:${core:+ the core without C (log: .build/core-test.log)}${fuzz_seconds:+ fuzzing (log: .build/fuzz/make-test.log)}"
+    echo "swift-test: fuzzing beside round 1 (log: .build/fuzz/make-test.log)"
 fi
 
 started=$SECONDS
@@ -83,14 +63,8 @@ fuzzed=0
 if [[ -n "$fuzz_pid" ]]; then
     wait "$fuzz_pid" || fuzzed=$?
     fuzz_pid=""
-    if [[ -n "$core" ]]; then
-        tail -n 2 .build/core-test.log
-        if (( fuzzed & 1 )); then tail -n 40 .build/core-test.log; fi
-    fi
-    if [[ -n "$fuzz_seconds" ]]; then
-        grep -E '^fuzz: [a-z0-9-]+: [0-9?]+ runs|CRASH|FAILED|no result|kept regression|build failed|^fuzz: [0-9]+ targets' .build/fuzz/make-test.log
-        if (( fuzzed & 2 )); then tail -n 60 .build/fuzz/make-test.log; fi
-    fi
+    grep -E '^fuzz: [a-z0-9-]+: [0-9?]+ runs|CRASH|FAILED|no result|kept regression|build failed|^fuzz: [0-9]+ targets' .build/fuzz/make-test.log
+    if (( fuzzed != 0 )); then tail -n 60 .build/fuzz/make-test.log; fi
     round1=$((SECONDS - started))
 fi
 
@@ -134,7 +108,7 @@ echo "swift-test: rounds took ${round1} s and ${round2} s"
 if [[ $first -eq 0 && $second -eq 0 && $fuzzed -eq 0 ]]; then
     echo "swift-test: ${passed:-0} passed, 0 failed"
 else
-    echo "swift-test: FAILED (round 1 exit $first, round 2 exits $secondA and $secondB, beside round 1 exit $fuzzed: 1 the core, 2 fuzzing); the failing tests:"
+    echo "swift-test: FAILED (round 1 exit $first, round 2 exits $secondA and $secondB, fuzzing exit $fuzzed); the failing tests:"
     grep -E '^✘ Test .* failed' "$log" | sed 's/^/  /'
     exit 1
 fi
