@@ -1,41 +1,66 @@
-"""False wakes on recorded human speech from a Debian package (issue 22, item 3): the shipped
-heads over the 568 voice prompts of `asterisk-core-sounds-en-wav` (one professional speaker,
-Allison, 8 kHz, CC-BY-SA; no prompt holds a trigger word, by the package's own transcript list).
-Training never used them, so they are held out; one speaker and 25 minutes of speech cannot resolve
-0.5 false wakes per hour, so this is a real-voice check beside the flite streams, not a bar.
+"""False wakes on recorded human speech from Debian packages (issue 22, item 3): the shipped heads
+over the voice prompts of `asterisk-core-sounds-{en,es,fr,it,ru}-wav` (four professional speakers,
+five languages, about 2.3 h, 8 kHz, CC-BY-SA). A prompt whose transcript (the package's
+core-sounds-LANG.txt) holds a trigger word or "stop" is left out (Italian's echo-test prompt says
+"computer"); every other detection is a false wake. Training never used them, so they are held out.
+Other languages than English are speech the node will hear in many homes, and the heads must not
+wake on it either; the table keeps English apart.
 
-    make wake-eval-real-negatives      (installs the package, builds, runs this with --report), or:
-    apt-get install asterisk-core-sounds-en-wav      (18 MB; make test does not need it)
+    make wake-eval-real-negatives      (installs the packages, builds, runs this with --report), or:
+    apt-get install asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}    (about 100 MB, the transcripts in the first; make test does not need them)
     swift build -c release --product clawvoice
     python3 models/training/real_negatives.py [--bin .build/release/clawvoice] [--models models]
-        [--sounds DIR] [--out FILE.wav] [--sensitivity 0.5] [--stop-sensitivity 0.7] [--report models/EVALUATION.md]
+        [--sets en,es,fr,it,ru] [--out DIR] [--sensitivity 0.5] [--stop-sensitivity 0.7] [--report models/EVALUATION.md]
 
-The prompts are joined in name order with 300 ms of silence between them into one WAV (the
+Each set's prompts are joined in name order with 300 ms of silence between them into one WAV (the
 stream the detector sees, as it would hear a voice menu), and `clawvoice wake detect` runs over
-it once with every default trigger at the node's sensitivity and once with the stop word at its own;
-each detection is a false wake. Standard library only.
+it once with every default trigger at the node's sensitivity and once with the stop word at its own.
+Standard library only.
 """
 import argparse
 import glob
+import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import wave
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SOUNDS = "/usr/share/asterisk/sounds/en_US_f_Allison"
+# key: (language and speaker, prompts directory, package)
+SETS = {"en": ("English, Allison", "/usr/share/asterisk/sounds/en_US_f_Allison", "asterisk-core-sounds-en-wav"),
+        "es": ("Spanish, Allison", "/usr/share/asterisk/sounds/es_MX_f_Allison", "asterisk-core-sounds-es-wav"),
+        "fr": ("French, June", "/usr/share/asterisk/sounds/fr_CA_f_June", "asterisk-core-sounds-fr-wav"),
+        "it": ("Italian, Carlo", "/usr/share/asterisk/sounds/it_IT_m_Carlo", "asterisk-core-sounds-it-wav"),
+        "ru": ("Russian, IvrvoiceRU", "/usr/share/asterisk/sounds/ru_RU_f_IvrvoiceRU", "asterisk-core-sounds-ru-wav")}
 TRIGGERS = ["openclaw", "claude", "computer"]
+# The words a prompt must not say to count as a negative (by its transcript), in the sets' scripts too.
+SAID = re.compile(r"\b(open ?claw|claude|computer|stop|компьютер\w*|стоп)\b", re.IGNORECASE)
 HEADING = "## Real negatives: recorded voice prompts"
 
 
-def join_prompts(sounds, out, gap_ms=300):
+def saying_a_trigger(key):
+    """Prompt names whose transcript holds a trigger word or "stop" (the package's core-sounds-LANG.txt)."""
+    path = f"/usr/share/doc/asterisk-core-sounds-{key}/core-sounds-{key}.txt.gz"
+    if not os.path.exists(path):
+        sys.exit(f"real_negatives: no transcript {path}; install it with: apt-get install asterisk-core-sounds-{key}")
+    names = set()
+    with gzip.open(path, "rt", encoding="utf-8-sig") as f:
+        for line in f:
+            name, _, text = line.partition(":")
+            if text and SAID.search(text):
+                names.add(name.strip())
+    return names
+
+
+def join_prompts(sounds, out, package, leave_out=frozenset(), gap_ms=300):
     """Writes the prompts (8 kHz mono 16-bit) one after another; returns (spans, seconds, skipped),
     spans: (start s, end s, name) of each prompt in the stream."""
     files = sorted(glob.glob(os.path.join(sounds, "**", "*.wav"), recursive=True))
     if not files:
-        sys.exit(f"real_negatives: no prompts under {sounds}; install them with: apt-get install asterisk-core-sounds-en-wav")
+        sys.exit(f"real_negatives: no prompts under {sounds}; install them with: apt-get install {package}")
     rate = 8000
     gap = b"\x00\x00" * (rate * gap_ms // 1000)
     spans, frames, skipped = [], 0, []
@@ -44,6 +69,8 @@ def join_prompts(sounds, out, gap_ms=300):
         w.setsampwidth(2)
         w.setframerate(rate)
         for f in files:
+            if os.path.splitext(os.path.relpath(f, sounds))[0] in leave_out:
+                continue
             with wave.open(f, "rb") as r:
                 if (r.getnchannels(), r.getsampwidth(), r.getframerate()) != (1, 2, rate):
                     skipped.append(os.path.relpath(f, sounds))
@@ -93,36 +120,66 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
-    ap.add_argument("--sounds", default=SOUNDS)
-    ap.add_argument("--out", default="/tmp/clawvoice-asterisk-prompts.wav")
+    ap.add_argument("--sets", default=",".join(SETS), help=f"which prompt sets ({', '.join(SETS)})")
+    ap.add_argument("--out", default="/tmp/clawvoice-asterisk-prompts", help="directory for the joined streams")
     ap.add_argument("--sensitivity", type=float, default=0.5, help="the wake heads' (the node's default: 0.5)")
     ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
     ap.add_argument("--report", help="also write the section into this report (models/EVALUATION.md)")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"real_negatives: {args.bin} not found; build it with: swift build -c release --product clawvoice")
-    spans, seconds, skipped = join_prompts(args.sounds, args.out)
-    print(f"real_negatives: {len(spans)} prompts, {seconds / 60:.1f} min of stream ({args.out})"
-          + (f"; skipped {len(skipped)} not 8 kHz mono 16-bit: {', '.join(skipped[:5])}" if skipped else ""), flush=True)
-    wakes = detect(args, args.out, TRIGGERS, args.sensitivity)  # the three heads loaded together, as the node runs them
-    rows = [(t, args.sensitivity, wakes) for t in TRIGGERS]
-    rows.append(("stop", args.stop_sensitivity, detect(args, args.out, ["stop"], args.stop_sensitivity)))
-    hours = seconds / 3600
+    keys = [k.strip() for k in args.sets.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in SETS]
+    if unknown or not keys:
+        sys.exit(f"real_negatives: --sets takes some of {', '.join(SETS)}; got {args.sets!r}")
+    os.makedirs(args.out, exist_ok=True)
+    heads = TRIGGERS + ["stop"]
+    found = {h: [] for h in heads}            # (set, s into its stream, prompt, score)
+    per_set = {}                               # key -> (prompts, seconds, left out, {head: count})
+    for key in keys:
+        label, sounds, package = SETS[key]
+        leave_out = saying_a_trigger(key)
+        wav = os.path.join(args.out, f"{key}.wav")
+        spans, seconds, skipped = join_prompts(sounds, wav, package, leave_out)
+        print(f"real_negatives: {label}: {len(spans)} prompts, {seconds / 60:.1f} min of stream ({wav})"
+              + (f"; left out (the transcript says a trigger): {', '.join(sorted(leave_out))}" if leave_out else "")
+              + (f"; skipped {len(skipped)} not 8 kHz mono 16-bit: {', '.join(skipped[:5])}" if skipped else ""), flush=True)
+        wakes = detect(args, wav, TRIGGERS, args.sensitivity)  # the three heads loaded together, as the node runs them
+        wakes += detect(args, wav, ["stop"], args.stop_sensitivity)
+        counts = {h: 0 for h in heads}
+        for d in wakes:
+            counts[d["phrase"]] += 1
+            found[d["phrase"]].append((key, d["ms"] / 1000, prompt_at(spans, d["ms"] / 1000), d["score"]))
+        per_set[key] = (len(spans), seconds, sorted(leave_out), counts)
+    hours = sum(v[1] for v in per_set.values()) / 3600
+    en_hours = per_set["en"][1] / 3600 if "en" in per_set else 0
+    prompts = sum(v[0] for v in per_set.values())
+    sets_line = "; ".join(f"{SETS[k][0]}: {v[0]} prompts, {v[1] / 60:.1f} min" for k, v in per_set.items())
+    left = [f"{k}/{n}" for k, v in per_set.items() for n in v[2]]
     section = [HEADING, "",
-               f"The shipped heads over recorded human speech that training never heard: the {len(spans)} voice prompts of "
-               "Debian's `asterisk-core-sounds-en-wav` (one professional speaker, Allison, 8 kHz; no prompt holds a "
-               f"trigger word), joined with 300 ms gaps into {seconds / 60:.1f} min, through the release Swift detector. "
-               "Every detection is a false wake (for the stop word: a reply cut short by someone talking while the node "
-               "speaks). One speaker and half an hour cannot resolve 0.5 per hour; it is a real-voice check beside the "
-               "flite streams. Regenerate with:", "",
+               f"The shipped heads over recorded human speech that training never heard: {prompts} voice prompts of "
+               "Debian's `asterisk-core-sounds-LANG-wav` packages, four professional speakers in five languages "
+               f"({sets_line}; 8 kHz), each set joined with 300 ms gaps, through the release Swift detector. "
+               + (f"Left out because the package's transcript says a trigger word or \"stop\": {', '.join(left)}. " if left else "")
+               + "Every other detection is a false wake (for the stop word: a reply cut short by someone talking while the "
+               f"node speaks). Read speech, menus and numbers from {len({SETS[k][0].split(', ')[1] for k in per_set})} "
+               f"speakers: {hours:.2f} h is a real-voice check beside the flite streams, not a household. Regenerate with:", "",
                "```", "make wake-eval-real-negatives", "```", "",
-               "(= `apt-get install asterisk-core-sounds-en-wav`, `swift build -c release --product clawvoice` and "
+               "(= `apt-get install` the five packages, `swift build -c release --product clawvoice` and "
                "`python3 models/training/real_negatives.py --report models/EVALUATION.md`; `make wake-eval` runs it last.)", "",
-               f"| head | sensitivity | false wakes in {seconds / 60:.1f} min | per hour | where: s into the stream (prompt, score) |",
-               "|---|---|---|---|---|"]
-    for t, sens, found in rows:
-        at = [f"{d['ms'] / 1000:.1f} ({prompt_at(spans, d['ms'] / 1000)}, {d['score']:.2f})" for d in found if d["phrase"] == t]
-        section.append(f"| {t} | {sens} | {len(at)} | **{len(at) / hours:.2f}** | {', '.join(at) or '-'} |")
+               "| head | sensitivity | " + " | ".join(SETS[k][0] for k in per_set)
+               + f" | false wakes in {hours:.2f} h | per hour, all | per hour, English |",
+               "|---|---|" + "---|" * len(per_set) + "---|---|---|"]
+    for h in heads:
+        sens = args.stop_sensitivity if h == "stop" else args.sensitivity
+        n = len(found[h])
+        en = per_set["en"][3][h] if "en" in per_set else 0
+        section.append(f"| {h} | {sens} | " + " | ".join(str(v[3][h]) for v in per_set.values())
+                       + f" | {n} | **{n / hours:.2f}** | " + (f"{en / en_hours:.2f}" if en_hours else "-") + " |")
+    section += ["", "Where (set, seconds into its stream, prompt, score):", ""]
+    for h in heads:
+        at = [f"{k} {t:.1f} ({p}, {sc:.2f})" for k, t, p, sc in found[h]]
+        section.append(f"- {h}: {', '.join(at) if at else 'none'}")
     print("\n".join(section))
     if args.report:
         splice(args.report, section)
