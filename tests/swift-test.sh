@@ -24,9 +24,10 @@ fuzz_seconds=""
 if [[ "${1:-}" == "--fuzz" ]]; then fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2; fi
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
-laneA='WakeOverReplyTests|StopWordTests/..stop. said over|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'
+laneA='WakeOverReplyTests|StopWordTests/..stop. said over|WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests'\
+'|SpeechOutputTests/.every gateway clip format'
 laneB='EchoCancelTests|EchoRoomTests|SessionSwitchTests/.a session switch silences|SessionSwitchTests/.talking over the reply'\
-'|SpeechOutputTests/.every gateway clip format|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
+'|SpeechOutputTests/.a stop silences|PulseAudioTests/Playback'\
 '|PTTEndToEndTests/.once captures the spoken words|PTTEndToEndTests/.the uplink speaks the encoding'
 quiet="$laneA|$laneB"
 width="${TEST_WIDTH:-4}"
