@@ -38,10 +38,15 @@ log=.build/swift-test.log
 export CLAWVOICE_PULSE_DIR="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
 eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: the private PulseAudio did not start" >&2; exit 1; }
 fuzz_pid=""
+lane_dirs=()
 cleanup() {
     [[ -n "$fuzz_pid" ]] && kill "$fuzz_pid" 2>/dev/null
     bash tests/audio/pulse-server.sh stop >/dev/null 2>&1
     rm -rf "$CLAWVOICE_PULSE_DIR"
+    for d in "${lane_dirs[@]}"; do    # round 2's servers, if it was interrupted
+        CLAWVOICE_PULSE_DIR="$d" bash tests/audio/pulse-server.sh stop >/dev/null 2>&1
+        rm -rf "$d"
+    done
 }
 trap cleanup EXIT
 echo "swift-test: private PulseAudio at $PULSE_SERVER"
@@ -74,8 +79,7 @@ fi
 # --ignore-lock: SwiftPM locks .build for every command, so a second `swift test` would wait for
 # the first; with --skip-build neither lane writes to .build.
 lane() {
-    local name=$1 filter=$2; shift 2
-    local dir; dir="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
+    local name=$1 dir=$2 filter=$3; shift 3
     (
         export CLAWVOICE_PULSE_DIR="$dir"
         eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: lane $name: its PulseAudio did not start"; exit 1; }
@@ -85,7 +89,6 @@ lane() {
         exit $status
     ) >".build/swift-test-lane-$name.log"
     local status=$?
-    rm -rf "$dir"
     echo "swift-test: lane $name ended at $((SECONDS - started - round1)) s into round 2 (exit $status)"
     return $status
 }
@@ -93,8 +96,9 @@ lane() {
 echo "swift-test: round 2, two lanes, one test at a time in each:"
 echo "  lane A: ${laneA//|/, }"
 echo "  lane B: ${laneB//|/, }"
-lane A "$laneA" "$@" & pidA=$!
-lane B "$laneB" "$@" & pidB=$!
+lane_dirs=("$(mktemp -d /tmp/cv-pulse.XXXXXX)" "$(mktemp -d /tmp/cv-pulse.XXXXXX)")
+lane A "${lane_dirs[0]}" "$laneA" "$@" & pidA=$!
+lane B "${lane_dirs[1]}" "$laneB" "$@" & pidB=$!
 wait $pidA; secondA=$?
 wait $pidB; secondB=$?
 for l in A B; do
