@@ -482,7 +482,7 @@ def main():
     @jax.jit
     def train_step(p, m1, v1, t, lr, x, y, m, dkey):
         k1, k2, k3 = jax.random.split(dkey, 3)
-        if args.shift > 0:   # one offset per canvas, the same for all 16 embeddings: a voice or channel the data lacks
+        if args.shift > 0:   # one offset per canvas, the same for every embedding of the window: a voice or channel the data lacks
             off = jax.random.normal(k2, (x.shape[0], 1, frontend.EMB_DIM)) * args.shift
             x = x + jnp.tile(off, (1, 1, args.window))
         if args.noise > 0:   # and independent noise on every value
