@@ -10,7 +10,11 @@ wake on it either; the table keeps English apart.
     apt-get install asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}    (about 100 MB, the transcripts in the first; make test does not need them)
     swift build -c release --product clawvoice
     python3 models/training/real_negatives.py [--bin .build/release/clawvoice] [--models models]
-        [--sets en,es,fr,it,ru] [--out DIR] [--sensitivity 0.5] [--stop-sensitivity 0.7] [--report models/EVALUATION.md]
+        [--sets en,es,fr,it,ru] [--half all|eval] [--out DIR] [--sensitivity 0.5] [--stop-sensitivity 0.7]
+        [--report models/EVALUATION.md]
+
+--half eval scores only the prompts training never draws from (prompts.py's evaluation half), for
+heads trained with `train_head.py --prompt-negatives`.
 
 Each set's prompts are joined in name order with 300 ms of silence between them into one WAV (the
 stream the detector sees, as it would hear a voice menu), and `clawvoice wake detect` runs over
@@ -18,69 +22,39 @@ it once with every default trigger at the node's sensitivity and once with the s
 Standard library only.
 """
 import argparse
-import glob
-import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import wave
 
+import prompts
+from prompts import SETS
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# key: (language and speaker, prompts directory, package)
-SETS = {"en": ("English, Allison", "/usr/share/asterisk/sounds/en_US_f_Allison", "asterisk-core-sounds-en-wav"),
-        "es": ("Spanish, Allison", "/usr/share/asterisk/sounds/es_MX_f_Allison", "asterisk-core-sounds-es-wav"),
-        "fr": ("French, June", "/usr/share/asterisk/sounds/fr_CA_f_June", "asterisk-core-sounds-fr-wav"),
-        "it": ("Italian, Carlo", "/usr/share/asterisk/sounds/it_IT_m_Carlo", "asterisk-core-sounds-it-wav"),
-        "ru": ("Russian, IvrvoiceRU", "/usr/share/asterisk/sounds/ru_RU_f_IvrvoiceRU", "asterisk-core-sounds-ru-wav")}
 TRIGGERS = ["openclaw", "claude", "computer"]
-# The words a prompt must not say to count as a negative (by its transcript), in the sets' scripts too.
-SAID = re.compile(r"\b(open ?claw|claude|computer|stop|компьютер\w*|стоп)\b", re.IGNORECASE)
 HEADING = "## Real negatives: recorded voice prompts"
 
 
-def saying_a_trigger(key):
-    """Prompt names whose transcript holds a trigger word or "stop" (the package's core-sounds-LANG.txt)."""
-    path = f"/usr/share/doc/asterisk-core-sounds-{key}/core-sounds-{key}.txt.gz"
-    if not os.path.exists(path):
-        sys.exit(f"real_negatives: no transcript {path}; install it with: apt-get install asterisk-core-sounds-{key}")
-    names = set()
-    with gzip.open(path, "rt", encoding="utf-8-sig") as f:
-        for line in f:
-            name, _, text = line.partition(":")
-            if text and SAID.search(text):
-                names.add(name.strip())
-    return names
-
-
-def join_prompts(sounds, out, package, leave_out=frozenset(), gap_ms=300):
-    """Writes the prompts (8 kHz mono 16-bit) one after another; returns (spans, seconds, skipped),
-    spans: (start s, end s, name) of each prompt in the stream."""
-    files = sorted(glob.glob(os.path.join(sounds, "**", "*.wav"), recursive=True))
-    if not files:
-        sys.exit(f"real_negatives: no prompts under {sounds}; install them with: apt-get install {package}")
-    rate = 8000
-    gap = b"\x00\x00" * (rate * gap_ms // 1000)
+def join_prompts(files, out, gap_ms=300):
+    """Writes the prompts [(name, path)] one after another (8 kHz mono 16-bit); returns (spans,
+    seconds, skipped), spans: (start s, end s, name) of each prompt in the stream."""
+    gap = b"\x00\x00" * (prompts.RATE * gap_ms // 1000)
     spans, frames, skipped = [], 0, []
     with wave.open(out, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
-        w.setframerate(rate)
-        for f in files:
-            if os.path.splitext(os.path.relpath(f, sounds))[0] in leave_out:
+        w.setframerate(prompts.RATE)
+        for name, path in files:
+            data = prompts.read(path)
+            if data is None:
+                skipped.append(name)
                 continue
-            with wave.open(f, "rb") as r:
-                if (r.getnchannels(), r.getsampwidth(), r.getframerate()) != (1, 2, rate):
-                    skipped.append(os.path.relpath(f, sounds))
-                    continue
-                data = r.readframes(r.getnframes())
             w.writeframes(data + gap)
-            name = os.path.splitext(os.path.relpath(f, sounds))[0]
-            spans.append((frames / rate, (frames + len(data) // 2) / rate, name))
+            spans.append((frames / prompts.RATE, (frames + len(data) // 2) / prompts.RATE, name))
             frames += len(data) // 2 + len(gap) // 2
-    return spans, frames / rate, skipped
+    return spans, frames / prompts.RATE, skipped
 
 
 def prompt_at(spans, s):
@@ -121,6 +95,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
     ap.add_argument("--sets", default=",".join(SETS), help=f"which prompt sets ({', '.join(SETS)})")
+    ap.add_argument("--half", default="all", choices=["all", "eval"], help="eval: only the half training never draws from")
     ap.add_argument("--out", default="/tmp/clawvoice-asterisk-prompts", help="directory for the joined streams")
     ap.add_argument("--sensitivity", type=float, default=0.5, help="the wake heads' (the node's default: 0.5)")
     ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
@@ -137,10 +112,10 @@ def main():
     found = {h: [] for h in heads}            # (set, s into its stream, prompt, score)
     per_set = {}                               # key -> (prompts, seconds, left out, {head: count})
     for key in keys:
-        label, sounds, package = SETS[key]
-        leave_out = saying_a_trigger(key)
-        wav = os.path.join(args.out, f"{key}.wav")
-        spans, seconds, skipped = join_prompts(sounds, wav, package, leave_out)
+        label = SETS[key][0]
+        files, leave_out = prompts.prompts(key, args.half)
+        wav = os.path.join(args.out, f"{key}{'' if args.half == 'all' else '-' + args.half}.wav")
+        spans, seconds, skipped = join_prompts(files, wav)
         print(f"real_negatives: {label}: {len(spans)} prompts, {seconds / 60:.1f} min of stream ({wav})"
               + (f"; left out (the transcript says a trigger): {', '.join(sorted(leave_out))}" if leave_out else "")
               + (f"; skipped {len(skipped)} not 8 kHz mono 16-bit: {', '.join(skipped[:5])}" if skipped else ""), flush=True)
@@ -153,11 +128,11 @@ def main():
         per_set[key] = (len(spans), seconds, sorted(leave_out), counts)
     hours = sum(v[1] for v in per_set.values()) / 3600
     en_hours = per_set["en"][1] / 3600 if "en" in per_set else 0
-    prompts = sum(v[0] for v in per_set.values())
+    n_prompts = sum(v[0] for v in per_set.values())
     sets_line = "; ".join(f"{SETS[k][0]}: {v[0]} prompts, {v[1] / 60:.1f} min" for k, v in per_set.items())
     left = [f"{k}/{n}" for k, v in per_set.items() for n in v[2]]
     section = [HEADING, "",
-               f"The shipped heads over recorded human speech that training never heard: {prompts} voice prompts of "
+               f"The shipped heads over recorded human speech that training never heard: {n_prompts} voice prompts of "
                "Debian's `asterisk-core-sounds-LANG-wav` packages, four professional speakers in five languages "
                f"({sets_line}; 8 kHz), each set joined with 300 ms gaps, through the release Swift detector. "
                + (f"Left out because the package's transcript says a trigger word or \"stop\": {', '.join(left)}. " if left else "")
