@@ -19,6 +19,7 @@ import numpy as np
 import frontend
 import holdout
 import human
+import prompts
 import real
 import render
 import voices
@@ -148,6 +149,7 @@ def recipe_name(args, wide_changed):
         (9, args.real_negatives > 0, f"--real-negatives {args.real_negatives}"
                                      + (f" --real-exclude {args.real_exclude}" if args.real_exclude else "")),
         (11, args.window != HEAD_WINDOW, f"--window {args.window}"),
+        (12, args.prompt_negatives > 0, f"--prompt-negatives {args.prompt_negatives}"),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)
@@ -183,6 +185,9 @@ def main():
                          "of ../shared/wake-real, never the trigger's own word), as negatives, training only")
     ap.add_argument("--real-exclude", default="", help="with --real-negatives: comma-separated words whose real clips "
                     "are never used (the real-speech yardstick leaves out alexa and jarvis)")
+    ap.add_argument("--prompt-negatives", type=int, default=0,
+                    help="canvases of recorded voice prompts as negatives, training only (candidate recipe v12): the "
+                         "training half of prompts.py's five Asterisk sets; real_negatives.py --half eval scores the other")
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
@@ -367,6 +372,18 @@ def main():
         log(f"real negatives: {len(recs)} clips of {', '.join(words)} ({sum(len(a) for _, a in recs) / 3600 / 16000:.2f} h)")
         parts.append(cached(ck(f"real-{'-'.join(words)}-{args.real_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(313), recs, noise, int(args.real_negatives * sc))))
+    if args.prompt_negatives > 0:  # candidate recipe v12: recorded voice prompts, their training half only
+        from scipy.signal import resample_poly
+        recs = []
+        for key in prompts.SETS:
+            for name, path in prompts.prompts(key, "train")[0]:
+                data = prompts.read(path)
+                if data is not None:      # 8 kHz -> the front end's 16 kHz
+                    recs.append((f"{key}/{name}", np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
+                                                           -32768, 32767).astype(np.int16)))
+        log(f"prompt negatives: {len(recs)} prompts of the training half, {sum(len(a) for _, a in recs) / 16000 / 3600:.2f} h")
+        parts.append(cached(ck(f"prompts-{args.prompt_negatives}"), lambda: human_negatives(
+            feat, np.random.default_rng(323), recs, noise, int(args.prompt_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
@@ -671,7 +688,7 @@ def main():
             "seconds": round(time.time() - t_start),
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
-            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc),
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), **({"promptNegativeCanvases": int(args.prompt_negatives * sc)} if args.prompt_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
         },
