@@ -1,6 +1,8 @@
 """Why the stop head misses one held-out voice (models/EVALUATION-stop.md, "Why rms is never heard"):
 the shipped stop head's peak score around each held-out "stop", by voice and noise, against the
-speaker draw; then the plain word as flite's two voices and espeak-ng (a training engine) say it.
+speaker draw; then the plain word as flite's two voices and espeak-ng (a training engine) say it,
+the word after "ok" in flite's voices, and the spread of the head's peaks over twelve renders of
+the word by each training engine (RULE-STOP-V3.md's probe).
 
     .venv/bin/python evaluate.py --triggers stop --hours 0.05 --near 20 --out /tmp/eval-stop --build-only
     .venv/bin/python stop_probe.py /tmp/eval-stop
@@ -17,6 +19,7 @@ import enroll_eval
 import evaluate
 import frontend
 import speech
+import voices
 
 
 def main():
@@ -50,6 +53,14 @@ def main():
     espeak = speech.Espeak()
     for v in ("en", "en-us", "en-gb-x-rp", "en-029"):
         plain(f"espeak-ng {v}", espeak.synth("stop", v))
+    for v in evaluate.EVAL_VOICES:      # said after another word, in one utterance
+        print(f"'ok stop', flite {v}: peak {peak(np.concatenate([np.zeros(8000), flite.synth('ok stop', v).astype(float), np.zeros(8000)])):.3f}")
+    rng = np.random.default_rng(5)
+    for eng in voices.engines():        # the training engines' own renders, 12 each
+        p = [peak(np.concatenate([np.zeros(8000), np.asarray(eng.render(t, rng), float), np.zeros(8000)]))
+             for t in ["stop", "Stop!", "stop.", "stop"] * 3]
+        print(f"training engine {eng.name}: 12 renders of 'stop', peak median {np.median(p):.3f} "
+              f"(min {min(p):.3f}, max {max(p):.3f}), over {bar}: {sum(q >= bar for q in p)}")
 
 
 if __name__ == "__main__":
