@@ -149,7 +149,7 @@ def section(out):
             rows.append(json.load(open(os.path.join(out, f))))
     rows.sort(key=lambda r: (r.get("order", 9), r["label"]))
     L = [SECTION, "",
-         "The condition the stop word is for (issue 22, item 6; the rule: models/training/RULE-STOP-V2.md): \"stop\" said",
+         "The condition the stop word is for (issue 22, item 6; the rules: models/training/RULE-STOP-V2.md, V3 and V4): \"stop\" said",
          "over the node's own speech as the echo canceller leaves it. Regenerate with (in models/training, after `swift build -c release`;",
          "the set is built once into eval-stop-speech/, about a minute; each label's row is kept there and listed here):",
          "", "```", ".venv/bin/python stop_speech.py --label \"shipped: recipe v1, --negatives-scale 0.4\" --order 1   # the head in models/",
