@@ -1,6 +1,6 @@
 """False wakes on recorded human speech from Debian packages (issue 22, item 3): the shipped heads
 over the voice prompts of `asterisk-core-sounds-{en,es,fr,it,ru}-wav` (four professional speakers,
-five languages, about 2.3 h, 8 kHz, CC-BY-SA). A prompt whose transcript (the package's
+five languages, 2.4 h joined, 8 kHz, CC-BY-SA). A prompt whose transcript (the package's
 core-sounds-LANG.txt) holds a trigger word or "stop" is left out (Italian's echo-test prompt says
 "computer"); every other detection is a false wake. Training never used them, so they are held out.
 Other languages than English are speech the node will hear in many homes, and the heads must not
@@ -103,6 +103,8 @@ def main():
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"real_negatives: {args.bin} not found; build it with: swift build -c release --product clawvoice")
+    if args.report and args.half != "all":
+        sys.exit("real_negatives: --report writes the whole prompts' section; run --half eval without it")
     keys = [k.strip() for k in args.sets.split(",") if k.strip()]
     unknown = [k for k in keys if k not in SETS]
     if unknown or not keys:
