@@ -5,15 +5,7 @@ import Testing
 import ClawvoiceCore
 import GatewayProtocol
 
-private let challenge = ConnectChallenge(nonce: "nonce-w", ts: 1_737_264_000_000)
-
-private func hello(tickIntervalMs: Int) -> HelloOk {
-    HelloOk(payload: ["type": "hello-ok", "protocol": 4,
-                      "server": ["version": "test", "connId": "c1"],
-                      "snapshot": ["sessionDefaults": ["mainSessionKey": "agent:main:main"]],
-                      "auth": ["role": "node", "scopes": [], "deviceToken": "dt"],
-                      "policy": ["tickIntervalMs": .number(Double(tickIntervalMs))]])!
-}
+// The challenge and hello-ok are ConnectionMachineTestSupport.swift's.
 
 @Suite struct `Connection machine: sleeping until the next deadline` {
     @Test func `each phase names its deadline, and only events move it`() {

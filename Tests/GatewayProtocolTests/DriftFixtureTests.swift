@@ -14,15 +14,7 @@ import GatewayCrypto
 import GatewayProtocol
 import Testing
 
-private func event(_ text: String) throws -> EventFrame {
-    guard case .event(let e) = try GatewayFrame.decode(text) else { throw DecodingTestFailure("not an event: \(text)") }
-    return e
-}
-
-private struct DecodingTestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
+// `event(_:)` (a fixture decoded as an event frame) is FrameTestSupport.swift's.
 
 @Suite struct `Fixtures from the official clients' tests` {
     // R: node_profile_uses_shared_session_for_invocations
