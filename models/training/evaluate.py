@@ -20,309 +20,22 @@ models loaded together (as the node runs them):
   negatives.wav             >= 2 hours of continuous non-trigger speech
   near-misses.wav           near-miss words and the other triggers' near misses, alone and in carriers
 """
+# The set is built in eval_set.py and scored in eval_score.py; this file runs them and writes the
+# report. Their names stay reachable here for the scripts that `import evaluate` (baseline_tcn,
+# enroll_eval, enroll_verifier, stop_probe, stop_speech, verifier_probe).
 import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
-import tempfile
-import time
-import wave
 
 import numpy as np
 
-import augment
+import eval_score
+import eval_set
 import speech
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-TRIGGERS = ["openclaw", "claude", "computer"]
-SR = 16000
-EVAL_VOICES = ["awb", "rms"]            # flite; never kal, kal16 or slt (held-out speakers)
-SNRS = ["clean", "20 dB", "10 dB", "5 dB"]
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-class Flite:
-    """The flite command (Debian package flite), held-out voices only."""
-
-    def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="wake-eval-")
-
-    def synth(self, text, voice, stretch=1.0, f0=None, f0_range=None):
-        assert voice in EVAL_VOICES
-        path = os.path.join(self.tmp, "u.wav")
-        cmd = ["flite", "-voice", voice, "--setf", f"duration_stretch={stretch:.3f}"]
-        if f0:
-            cmd += ["--setf", f"int_f0_target_mean={f0:.1f}"]
-        if f0_range:
-            cmd += ["--setf", f"int_f0_target_stddev={f0_range:.1f}"]
-        subprocess.run(cmd + ["-t", text, "-o", path], check=True, capture_output=True)
-        with wave.open(path) as w:
-            a = np.frombuffer(w.readframes(w.getnframes()), np.int16)
-            rate = w.getframerate()
-        return speech.to16k(a, rate)
-
-
-def test_speaker(rng, voice=None):
-    """A held-out speaker: a flite voice (drawn unless given) with its own pace and pitch."""
-    voice = voice or str(rng.choice(EVAL_VOICES))
-    base = 110 if voice == "awb" else 95
-    return dict(voice=voice, stretch=float(rng.uniform(0.8, 1.3)), f0=float(base * rng.uniform(0.8, 1.3)),
-                f0_range=float(rng.uniform(8, 30)))
-
-
-def test_noise(rng, n, babble_pool):
-    kind = rng.integers(4)
-    if kind == 0:
-        return augment.fan_noise(rng, n), "fan"
-    if kind == 1:
-        return augment.music_noise(rng, n), "music"
-    if kind == 2:
-        return augment.coloured_noise(rng, n, 1.0), "pink"
-    return augment.babble(rng, n, babble_pool), "babble"
-
-
-def condition(rng, x, babble_pool, snr=None, info=None):
-    """Test room and noise for one segment; returns float audio at a speaking level.
-    snr: one of SNRS, or None for 5-25 dB at random (speech segments)."""
-    room = rng.random() < 1 / 3
-    if room:
-        x = augment.reverberate(x, augment.test_rir(rng))
-    kind = "none"
-    if snr is None:
-        snr = f"{rng.uniform(5, 25):.0f} dB"
-    if snr != "clean":
-        noise, kind = test_noise(rng, len(x), babble_pool)
-        x = augment.mix_noise(x, noise, float(snr.split()[0]))
-    else:
-        x = x + augment.coloured_noise(rng, len(x), 0.0) * 3.0          # a quiet, dithered room
-    if info is not None:
-        info.update(room=bool(room), noise=kind, snr=snr)
-    return x / (np.max(np.abs(x)) + 1e-9) * 32767 * 10 ** (rng.uniform(-20, -4) / 20)
-
-
-def write_wav(path, x):
-    a = np.clip(np.round(x), -32768, 32767).astype(np.int16)
-    with wave.open(path, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SR)
-        w.writeframes(a.tobytes())
-    return len(a) / SR
-
-
-def sil(seconds):
-    return np.zeros(int(seconds * SR))
-
-
-def build(out, eng, rng, sentences, positives, hours, near_per_trigger):
-    def say(text, spk=None):
-        return eng.synth(text, **(spk or test_speaker(rng))).astype(float)
-
-    babble_pool = [say(sentences[i]) for i in rng.integers(len(sentences), size=60)]
-    meta = {}
-    # Positives: every event's trigger end, in ms from the start of the file.
-    for trig in TRIGGERS:
-        parts, ends, infos, t = [], [], [], 0
-        for k in range(positives):
-            seg = [sil(rng.uniform(0.3, 1.0))]
-            if rng.random() < 0.5:
-                seg += [say(sentences[rng.integers(len(sentences))]), sil(rng.uniform(0.3, 0.8))]
-            spk = test_speaker(rng)
-            clip = say(str(rng.choice(speech.trigger_spellings(trig))), spk)
-            _, e = speech.speech_bounds(clip.astype(np.int16))
-            end_in_seg = sum(len(s) for s in seg) + e
-            seg.append(clip)
-            if rng.random() < 0.7:
-                seg += [sil(rng.uniform(0.2, 0.6)), say(sentences[rng.integers(len(sentences))])]
-            seg.append(sil(rng.uniform(2.0, 4.0)))
-            info = dict(spk)
-            x = condition(rng, np.concatenate(seg), babble_pool, snr=SNRS[k % len(SNRS)], info=info)
-            infos.append(info)
-            ends.append(int((t + end_in_seg) * 1000 / SR))
-            parts.append(x)
-            t += len(x)
-        dur = write_wav(os.path.join(out, f"positives-{trig}.wav"), np.concatenate(parts))
-        meta[f"positives-{trig}"] = {"ends_ms": ends, "seconds": dur, "events": infos}
-        log(f"positives-{trig}.wav: {positives} events, {dur / 60:.1f} min")
-
-    # Negatives: continuous speech, 20-40 s segments each in one room and noise.
-    parts, total, n_utt = [], 0.0, 0
-    while total < hours * 3600:
-        seg = []
-        while sum(map(len, seg)) < rng.uniform(20, 40) * SR:
-            seg += [say(sentences[rng.integers(len(sentences))]), sil(rng.uniform(0.15, 1.2))]
-            n_utt += 1
-        x = condition(rng, np.concatenate(seg), babble_pool, snr=None if rng.random() < 0.8 else "clean")
-        parts.append(x)
-        total += len(x) / SR
-        if len(parts) % 50 == 0:
-            log(f"  negatives: {total / 60:.0f} min")
-    dur = write_wav(os.path.join(out, "negatives.wav"), np.concatenate(parts))
-    meta["negatives"] = {"seconds": dur, "utterances": n_utt}
-    log(f"negatives.wav: {n_utt} utterances, {dur / 60:.1f} min")
-
-    # Near misses: each word alone or in a carrier sentence, 3 s apart.
-    carriers = ["{}", "{}", "I said {} yesterday.", "The {} was on the table.", "Please {} now.", "What about {}?"]
-    parts, words, t = [], [], 0
-    for trig in TRIGGERS:
-        for _ in range(near_per_trigger):
-            w = str(rng.choice(speech.NEAR_MISSES[trig]))
-            text = str(rng.choice(carriers)).format(w)
-            x = condition(rng, np.concatenate([sil(0.5), say(text), sil(2.5)]), babble_pool,
-                          snr=str(rng.choice(["clean", "20 dB", "10 dB"])))
-            parts.append(x)
-            words.append({"trigger": trig, "word": w, "text": text, "start_ms": int(t * 1000 / SR),
-                          "end_ms": int((t + len(x)) * 1000 / SR)})
-            t += len(x)
-    dur = write_wav(os.path.join(out, "near-misses.wav"), np.concatenate(parts))
-    meta["near-misses"] = {"seconds": dur, "utterances": words}
-    log(f"near-misses.wav: {len(words)} utterances, {dur / 60:.1f} min")
-    with open(os.path.join(out, "meta.json"), "w") as f:
-        json.dump(meta, f)
-    return meta
-
-
-MODELS = os.path.join(REPO, "models")
-
-
-def detect(binary, wav, extra=()):
-    env = dict(os.environ, CLAWVOICE_MODELS_DIR=MODELS)
-    t0 = time.time()
-    r = subprocess.run([binary, "wake", "detect", "--input", wav, "--phrases", ",".join(TRIGGERS), *extra],
-                       capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"evaluate.py: {binary} wake detect failed: {r.stderr.strip()}")
-    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-    return lines, time.time() - t0
-
-
-def sweep(steps, threshold, refractory_ms=2000, only=None):
-    """Replays the detector's rule (without the 90 ms decision window) on --scores output at one
-    common threshold; `only` restricts it to one model."""
-    out, last = [], -10 ** 9
-    for st in steps:
-        best, bs = None, 0.0
-        for p, s in st["scores"].items():
-            if only and p != only:
-                continue
-            if st["ms"] >= 500 and s >= threshold and (best is None or s > bs):
-                best, bs = p, s
-        if best and st["ms"] - last >= refractory_ms:
-            out.append({"phrase": best, "ms": st["ms"], "score": bs})
-            last = st["ms"]
-    return out
-
-
-def score_positives(dets, ends, trig):
-    hits, wrong = 0, 0
-    used = set()
-    for e in ends:
-        win = [d for d in dets if e - 500 <= d["ms"] <= e + 1000]
-        if any(d["phrase"] == trig for d in win):
-            hits += 1
-        elif win:
-            wrong += 1
-        used |= {id(d) for d in win}
-    stray = sum(1 for d in dets if id(d) not in used)
-    return hits, wrong, stray
-
-
-def replay(steps, thresholds, refractory_ms=2000, warmup_ms=0, decision_ms=0, consecutive=None):
-    """The detector's rule on per-step scores ({"ms", "scores": {phrase: score}}), per-model
-    thresholds: of the models over threshold for `consecutive[phrase]` steps in a row (1 when
-    not given) the one furthest over (logits) bids; a pending wake is decided after
-    decision_ms; 2 s refractory."""
-    consecutive = consecutive or {}
-    runs = {p: 0 for p in thresholds}
-    def logit(p):
-        p = min(max(p, 1e-7), 1 - 1e-7)
-        return np.log(p / (1 - p))
-    out, last, pending = [], -10 ** 9, None
-    for st in steps:
-        ms = st["ms"]
-        if pending and ms - pending[0] >= decision_ms:
-            out.append({"phrase": pending[1], "ms": pending[0], "score": pending[3]})
-            last, pending = pending[0], None
-        best, margin = None, 0.0
-        for p, sc in st["scores"].items():
-            if p not in thresholds:
-                continue
-            runs[p] = runs[p] + 1 if sc >= thresholds[p] else 0
-            if runs[p] >= consecutive.get(p, 1):
-                m = logit(sc) - logit(thresholds[p])
-                if best is None or m > margin:
-                    best, margin, bs = p, m, sc
-        if best is None or ms < warmup_ms:
-            continue
-        if pending:
-            if margin > pending[2]:
-                pending = (pending[0], best, margin, bs)
-        elif ms - last >= refractory_ms:
-            pending = (ms, best, margin, bs)
-    if pending:
-        out.append({"phrase": pending[1], "ms": pending[0], "score": pending[3]})
-    return out
-
-
-def summarize(meta, dets):
-    """Figures from detections per file: per trigger missed (overall, by SNR, by voice, by
-    noise, by room), wrong phrase, false wakes per hour, near-miss wakes."""
-    out = {"triggers": {}}
-    for t in TRIGGERS:
-        m = meta[f"positives-{t}"]
-        ends, events = m["ends_ms"], m["events"]
-        d = dets[f"positives-{t}"]
-        hit = [any(x["phrase"] == t and e - 500 <= x["ms"] <= e + 1000 for x in d) for e in ends]
-        wrong = sum(1 for e, h in zip(ends, hit) if not h and any(e - 500 <= x["ms"] <= e + 1000 for x in d))
-        by = {}
-        for key, fn in (("snr", lambda i: i["snr"]), ("voice", lambda i: i["voice"]), ("noise", lambda i: i["noise"]),
-                        ("room", lambda i: "reverberant" if i["room"] else "dry")):
-            cells = {}
-            for info, h in zip(events, hit):
-                c = cells.setdefault(fn(info), [0, 0])
-                c[0] += not h
-                c[1] += 1
-            by[key] = cells
-        out["triggers"][t] = {"events": len(ends), "missed": sum(not h for h in hit), "wrong": wrong, "by": by}
-    hours = meta["negatives"]["seconds"] / 3600
-    neg = dets["negatives"]
-    out["negHours"] = hours
-    out["falseWakes"] = {t: sum(1 for x in neg if x["phrase"] == t) for t in TRIGGERS}
-    near = meta["near-misses"]["utterances"]
-
-    def near_text(ms):
-        for u in near:
-            if u["start_ms"] <= ms < u["end_ms"]:
-                return u["text"]
-        return "?"
-    out["nearUtterances"] = len(near)
-    out["nearWakes"] = [(x["phrase"], near_text(x["ms"])) for x in dets["near-misses"]]
-    return out
-
-
-def pct(m, n):
-    return f"{m / n * 100:.1f} %" if n else "–"
-
-
-def results_table(summary, thresholds):
-    lines = ["| trigger | threshold | missed | clean | 20 dB | 10 dB | 5 dB | awb | rms | wrong phrase | false wakes / h | near-miss wakes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    h = summary["negHours"]
-    for t in TRIGGERS:
-        r = summary["triggers"][t]
-        snr, voice = r["by"]["snr"], r["by"]["voice"]
-        cell = lambda d, k: pct(*d.get(k, [0, 0]))
-        nw = sum(1 for p, _ in summary["nearWakes"] if p == t)
-        lines.append(f"| {t} | {thresholds.get(t, float('nan')):g} | **{pct(r['missed'], r['events'])}** ({r['missed']}/{r['events']}) | "
-                     + " | ".join(cell(snr, k) for k in SNRS) + " | " + " | ".join(cell(voice, v) for v in EVAL_VOICES)
-                     + f" | {r['wrong']} | **{summary['falseWakes'][t] / h:.2f}** ({summary['falseWakes'][t]}) | {nw} |")
-    return lines
+from eval_score import MODELS, detect, pct, replay, results_table, score_positives, summarize, sweep
+from eval_set import (EVAL_VOICES, HERE, REPO, SNRS, SR, TRIGGERS, Flite, build, condition, log, sil, test_noise,
+                      test_speaker, write_wav)
 
 
 def main():
@@ -342,8 +55,9 @@ def main():
     ap.add_argument("--build-only", action="store_true", help="make the held-out set and stop")
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION.md"))
     args = ap.parse_args()
-    MODELS = args.models
-    TRIGGERS = [t.strip() for t in args.triggers.split(",") if t.strip()]
+    # Also where eval_set and eval_score read them (build, detect, summarize, results_table).
+    MODELS = eval_score.MODELS = args.models
+    TRIGGERS = eval_set.TRIGGERS = [t.strip() for t in args.triggers.split(",") if t.strip()]
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(args.seed)
 
