@@ -45,6 +45,9 @@ public enum OutboxEvent: Sendable, Equatable {
 /// The durable outbox for one gateway. See the file comment.
 public actor OutboxSender {
     public nonisolated let gateway: String
+    /// Its SQLite calls can wait seconds on another process's write lock: off the cooperative pool.
+    private nonisolated let executor = BlockingExecutor(label: "clawvoice.outbox")
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     private let store: ClawStore
     private let channel: any OperatorChannel
     private let log: LogSink
