@@ -116,19 +116,21 @@ fuzz-long: deps-build
 # The Swift test run goes last so its summary closes the output. Audio tests run against
 # private PulseAudio servers with null sinks (tests/audio/pulse-server.sh), never the desktop's.
 # tests/swift-test.sh runs them side by side with the fuzz targets (`make fuzz`), then the
-# real-time figures in three lanes, one test at a time in each; the core's tests without C
-# (`make core-test`) compile niced beside round 1, after the fuzz targets.
+# real-time figures in three lanes, one test at a time in each; the Python peer's checks run beside
+# round 1 from its start, and the core's tests without C (`make core-test`) compile niced beside
+# it after the fuzz targets.
 # Each phase says when it ended, counted from the start of the build.
 test: deps $(PEER_VENV)/.ready
 	@mkdir -p .build && date +%s >.build/test-started
 	swift build --build-tests $(SWIFT_FLAGS)
 	@echo "make test: built at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	$(MAKE) --no-print-directory peer-test
 	$(MAKE) --no-print-directory install-test
 	bash tests/install/packages-test.sh
 	bash tests/install/readme-test.sh
-	@echo "make test: peer and install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
-	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) --beside-round-1 "bash tests/core/without-c.sh $(SWIFT_FLAGS)" $(SWIFT_FLAGS)
+	@echo "make test: install tests done at $$(( $$(date +%s) - $$(cat .build/test-started) )) s"
+	bin="$$(swift build $(SWIFT_FLAGS) --show-bin-path)"; \
+	bash tests/swift-test.sh --fuzz $(FUZZ_SECONDS) --with-round-1 "$(PEER_VENV)/bin/python tests/peer/handshake_peer.py $$bin/clawvoice" \
+	    --beside-round-1 "bash tests/core/without-c.sh $(SWIFT_FLAGS)" $(SWIFT_FLAGS)
 
 # ClawvoiceCore and its tests in a package that declares no C library (issue 27: the core's
 # tests run with none of the C libraries); about a minute of CPU from a clean tree, seconds after.

@@ -22,16 +22,20 @@
 # quiet last half minute); its output goes to .build/beside-round-1.log and its failure fails the
 # run. Round 2 waits for both: a compile even at nice 19 beside round 2 disturbed the echo room's
 # real-time recording (its barge-in and wake counts failed).
+# --with-round-1 COMMAND runs COMMAND, not niced, beside round 1 from its start (make test: the
+# Python peer's checks, ~14 s that mostly wait on sockets); output in .build/with-round-1.log,
+# its failure fails the run.
 # --round-2 runs round 2 alone (after a change to one of its tests).
 # Both rounds go to .build/swift-test.log; the last line is the summary `make test` prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-fuzz_seconds="" beside="" only2=""
+fuzz_seconds="" beside="" with1="" only2=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --fuzz) fuzz_seconds="${2:?--fuzz needs SECONDS}"; shift 2 ;;
         --beside-round-1) beside="${2:?--beside-round-1 needs a COMMAND}"; shift 2 ;;
+        --with-round-1) with1="${2:?--with-round-1 needs a COMMAND}"; shift 2 ;;
         --round-2) only2=1; shift ;;
         *) break ;;
     esac
@@ -55,10 +59,11 @@ log=.build/swift-test.log
 # The audio module's tests use this server (their own restart tests kill it); per run, never a fixed path.
 export CLAWVOICE_PULSE_DIR="$(mktemp -d /tmp/cv-pulse.XXXXXX)"
 eval "$(bash tests/audio/pulse-server.sh start)" || { echo "swift-test: the private PulseAudio did not start" >&2; exit 1; }
-companion_pid=""
+companion_pid="" with_pid=""
 lane_dirs=()
 cleanup() {
     [[ -n "$companion_pid" ]] && kill -- -"$companion_pid" 2>/dev/null
+    [[ -n "$with_pid" ]] && kill -- -"$with_pid" 2>/dev/null
     bash tests/audio/pulse-server.sh stop >/dev/null 2>&1
     rm -rf "$CLAWVOICE_PULSE_DIR"
     for d in "${lane_dirs[@]}"; do    # round 2's servers, if it was interrupted
@@ -91,6 +96,12 @@ if [[ -z "$only2" && ( -n "$fuzz_seconds" || -n "$beside" ) ]]; then
     [[ -n "$beside" ]] && echo "swift-test: then beside round 1: $beside (log: .build/beside-round-1.log)"
 fi
 
+with1ed=0
+if [[ -z "$only2" && -n "$with1" ]]; then
+    set -m; bash -c "$with1" >.build/with-round-1.log 2>&1 & with_pid=$!; set +m
+    echo "swift-test: with round 1: $with1 (log: .build/with-round-1.log)"
+fi
+
 started=$SECONDS
 first=0
 if [[ -z "$only2" ]]; then
@@ -100,6 +111,12 @@ if [[ -z "$only2" ]]; then
     first=${PIPESTATUS[0]}
 fi
 round1=$((SECONDS - started))
+if [[ -n "$with_pid" ]]; then
+    wait "$with_pid" || with1ed=$?
+    with_pid=""
+    echo "swift-test: with round 1 (exit $with1ed): $(tail -n 1 .build/with-round-1.log)"
+    if (( with1ed != 0 )); then tail -n 40 .build/with-round-1.log; fi
+fi
 
 fuzzed=0 besided=0
 if [[ -n "$companion_pid" ]]; then
@@ -159,10 +176,10 @@ round2=$((SECONDS - started - round1))
 
 passed=$(grep -oE 'Test run with [0-9]+ tests' "$log" | awk '{ n += $4 } END { print n + 0 }')
 echo "swift-test: rounds took ${round1} s and ${round2} s"
-if [[ $first -eq 0 && $second -eq 0 && $fuzzed -eq 0 && $besided -eq 0 ]]; then
+if [[ $first -eq 0 && $second -eq 0 && $fuzzed -eq 0 && $besided -eq 0 && $with1ed -eq 0 ]]; then
     echo "swift-test: ${passed:-0} passed, 0 failed"
 else
-    echo "swift-test: FAILED (round 1 exit $first, round 2 lanes' exits ${exits[*]}, fuzzing exit $fuzzed, beside round 1 exit $besided); the failing tests:"
+    echo "swift-test: FAILED (round 1 exit $first, round 2 lanes' exits ${exits[*]}, fuzzing exit $fuzzed, beside round 1 exit $besided, with round 1 exit $with1ed); the failing tests:"
     grep -E '^✘ Test .* failed' "$log" | sed 's/^/  /'
     exit 1
 fi
