@@ -1,6 +1,6 @@
 """What every scenario of handshake_peer.py shares: the tally of checks, the shared token, a
 fresh state directory, running the binary, and the peer's own WAV clip for tts answers."""
-import asyncio, io, math, os, struct, tempfile, wave
+import asyncio, io, json, math, os, struct, subprocess, tempfile, time, uuid, wave
 
 SHARED = "peer-shared-token"
 
@@ -38,3 +38,30 @@ def sine_wav(seconds=0.3, rate=16000):
         w.writeframes(b"".join(struct.pack("<h", int(6000 * math.sin(2 * math.pi * 440 * i / rate)))
                                for i in range(int(seconds * rate))))
     return buf.getvalue()
+
+
+async def open_connect(ws):
+    """A gateway's side of the first exchange: sends connect.challenge, reads the connect frame.
+    Returns (frame, params, nonce, ts), or None when no frame came within 10 s."""
+    nonce = str(uuid.uuid4())
+    ts = int(time.time() * 1000)
+    await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
+    try:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    except Exception:
+        return None
+    return frame, frame.get("params", {}), nonce, ts
+
+
+def start_pulse(label):
+    """A private PulseAudio for one daemon run (tests/audio/pulse-server.sh): (script, its directory,
+    the environment naming it, its PULSE_SERVER values), or None after a failed check."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "audio", "pulse-server.sh")
+    pulse_dir = tempfile.mkdtemp(prefix="clawvoice-peer-pulse-")
+    penv = dict(os.environ, CLAWVOICE_PULSE_DIR=pulse_dir)
+    started = subprocess.run(["bash", script, "start"], env=penv, capture_output=True, text=True)
+    if started.returncode != 0:
+        check(f"{label}: private PulseAudio started", False, started.stderr[-300:])
+        return None
+    pulse = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export PULSE_SERVER=")]
+    return script, pulse_dir, penv, pulse

@@ -1,10 +1,10 @@
 """`clawvoice run` on a private PulseAudio answering system.notify as the Linux node does:
 {"ok": true} once spoken from the peer's own tts.speak clip, "INVALID_REQUEST: empty notification"."""
-import asyncio, base64, json, os, signal, subprocess, tempfile, time, uuid
+import asyncio, base64, json, os, signal, subprocess, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, fresh_env, sine_wav
+from peer_harness import SHARED, check, open_connect, start_pulse, fresh_env, sine_wav
 
 
 class RunPeer:
@@ -18,14 +18,10 @@ class RunPeer:
         self.done = asyncio.Event()
 
     async def handler(self, ws):
-        nonce = str(uuid.uuid4())
-        ts = int(time.time() * 1000)
-        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
-        try:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        except Exception:
+        opened = await open_connect(ws)
+        if opened is None:
             return
-        params = frame.get("params", {})
+        frame, params, nonce, ts = opened
         role = params.get("role")
         await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {
             "type": "hello-ok", "protocol": 4, "server": {"version": "peer-run", "connId": str(uuid.uuid4())},
@@ -66,15 +62,10 @@ class RunPeer:
 
 
 async def run_daemon_notify(binary):
-    here = os.path.dirname(os.path.abspath(__file__))
-    script = os.path.join(here, "..", "audio", "pulse-server.sh")
-    pulse_dir = tempfile.mkdtemp(prefix="clawvoice-peer-pulse-")
-    penv = dict(os.environ, CLAWVOICE_PULSE_DIR=pulse_dir)
-    started = subprocess.run(["bash", script, "start"], env=penv, capture_output=True, text=True)
-    if started.returncode != 0:
-        check("run: private PulseAudio started", False, started.stderr[-300:])
+    pulsed = start_pulse("run")
+    if pulsed is None:
         return
-    pulse = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export PULSE_SERVER=")]
+    script, pulse_dir, penv, pulse = pulsed
     peer = RunPeer()
     proc = None
     try:

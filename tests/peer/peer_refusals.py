@@ -1,10 +1,10 @@
 """Gateways that refuse a connect: a released protocol-3 gateway (issue 26), an
 AUTH_TOKEN_MISMATCH that names protocol 3 (no retry), and OPERATOR_ACCESS_DENIED (drift D9)."""
-import asyncio, json, time, uuid
+import json, time, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, fresh_env, run_node
+from peer_harness import SHARED, check, open_connect, fresh_env, run_node
 from peer_wire import b64url_decode, payload, verify
 
 
@@ -21,14 +21,10 @@ class OldGatewayPeer:
         self.first_error = first_error
 
     async def handler(self, ws):
-        nonce = str(uuid.uuid4())
-        ts = int(time.time() * 1000)
-        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
-        try:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        except Exception:
+        opened = await open_connect(ws)
+        if opened is None:
             return
-        params = frame.get("params", {})
+        frame, params, nonce, ts = opened
         role = params.get("role")
         (self.node_connects if role == "node" else self.operator_connects).append((params, nonce, ts))
         if role == "node" and self.first_error is not None:
@@ -121,14 +117,10 @@ class AccessDeniedPeer:
         self.operator_times = []
 
     async def handler(self, ws):
-        nonce = str(uuid.uuid4())
-        ts = int(time.time() * 1000)
-        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
-        try:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        except Exception:
+        opened = await open_connect(ws)
+        if opened is None:
             return
-        params = frame.get("params", {})
+        frame, params, nonce, ts = opened
         role = params.get("role")
         if role == "operator":
             self.operator_times.append(time.monotonic())

@@ -1,10 +1,10 @@
 """One push-to-talk turn through `clawvoice run` against a protocol-4 gateway with talk.agentId,
 talk-session-target-v1, closed talk.* schemas and message-less chat deltas (drift D2, D3, D4)."""
-import asyncio, base64, json, os, signal, subprocess, tempfile, time, uuid
+import asyncio, base64, json, os, signal, subprocess, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, fresh_env, run_node, sine_wav
+from peer_harness import SHARED, check, open_connect, start_pulse, fresh_env, run_node, sine_wav
 
 
 # The reply the talk peer streams: only the first delta carries the cumulative `message`, later
@@ -89,14 +89,10 @@ class TalkPeer:
             "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}}))
 
     async def handler(self, ws):
-        nonce = str(uuid.uuid4())
-        ts = int(time.time() * 1000)
-        await ws.send(json.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}))
-        try:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        except Exception:
+        opened = await open_connect(ws)
+        if opened is None:
             return
-        params = frame.get("params", {})
+        frame, params, nonce, ts = opened
         role = params.get("role")
         await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {
             "type": "hello-ok", "protocol": 4, "server": {"version": "peer-talk", "connId": str(uuid.uuid4())},
@@ -125,15 +121,10 @@ class TalkPeer:
 
 
 async def talk_turn(binary):
-    here = os.path.dirname(os.path.abspath(__file__))
-    script = os.path.join(here, "..", "audio", "pulse-server.sh")
-    pulse_dir = tempfile.mkdtemp(prefix="clawvoice-peer-pulse-")
-    penv = dict(os.environ, CLAWVOICE_PULSE_DIR=pulse_dir)
-    started = subprocess.run(["bash", script, "start"], env=penv, capture_output=True, text=True)
-    if started.returncode != 0:
-        check("talk turn: private PulseAudio started", False, started.stderr[-300:])
+    pulsed = start_pulse("talk turn")
+    if pulsed is None:
         return
-    pulse = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export PULSE_SERVER=")]
+    script, pulse_dir, penv, pulse = pulsed
     peer = TalkPeer()
     proc = None
     status = {}
