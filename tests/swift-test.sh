@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # swift-test.sh: runs the Swift test suites for `make test`, in two rounds.
 #
-#   tests/swift-test.sh [--fuzz SECONDS] [swift test flags...]
+#   tests/swift-test.sh [--fuzz SECONDS] [--beside-round-1 COMMAND] [--with-round-1 COMMAND]
+#                       [--round-2] [swift test flags...]
 #
 # Round 1 runs every test side by side, at most TEST_WIDTH (default 4) at a time: most of the
 # suite waits on real time (audio playing through null sinks, daemons starting, sockets), not on
