@@ -1,0 +1,81 @@
+"""The head's files, models/<stem>.json + .bin: written after training with the input normalisation
+folded into the first layer (the manifest records the recipe, data and validation), and read
+back with it unfolded for --rescore."""
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+
+import frontend
+import render
+import voices
+from train_args import recipe_name
+
+log = render.log
+
+
+def read_head(models_dir, stem, mean_w, std_w):
+    """The existing head's parameters in training's normalised inputs."""
+    man = json.load(open(os.path.join(models_dir, f"{stem}.json")))
+    wts = np.fromfile(os.path.join(models_dir, man["weights"]), "<f4")
+    ten = {e["name"]: wts[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]) for e in man["tensors"]}
+    w0 = ten["dense0.weight"].astype(np.float64) * std_w[None, :]      # unfold the normalisation
+    params = {"w0": w0.astype(np.float32), "b0": (ten["dense0.bias"] + w0 @ (mean_w / std_w)).astype(np.float32),
+              "w1": ten["dense1.weight"], "b1": ten["dense1.bias"], "w2": ten["dense2.weight"], "b2": ten["dense2.bias"]}
+    log(f"rescoring the existing head models/{stem}.json (threshold {man['threshold']})")
+    return params
+
+
+def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, recall, stream_fw, v_seconds, fe_sha,
+               E, Y, mined_total, wtag, t_start):
+    """models/<stem>.bin (every tensor as little-endian float32) and its manifest models/<stem>.json."""
+    sc = args.scale
+    tensors = []
+    for mi, pm in enumerate(params if isinstance(params, list) else [params]):
+        pre = "" if mi == 0 else f"member{mi}."
+        w0 = np.asarray(pm["w0"], np.float64)
+        b0 = np.asarray(pm["b0"], np.float64) - w0 @ (mean_w / std_w)
+        w0 = w0 / std_w[None, :]
+        tensors += [(pre + "dense0.weight", w0), (pre + "dense0.bias", b0), (pre + "dense1.weight", np.asarray(pm["w1"])),
+                    (pre + "dense1.bias", np.asarray(pm["b1"])), (pre + "dense2.weight", np.asarray(pm["w2"])),
+                    (pre + "dense2.bias", np.asarray(pm["b2"]))]
+    blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
+    entries, off = [], 0
+    for name, a in tensors:
+        entries.append({"name": name, "shape": list(np.shape(a)), "offset": off})
+        off += int(np.size(a))
+    import jax
+    import jaxlib
+    manifest = {
+        "format": "clawvoice-wake", "version": 2, "phrase": trigger, "weights": f"{stem}.bin",
+        "weightsBytes": len(blob), "weightsSHA256": hashlib.sha256(blob).hexdigest(), "threshold": round(chosen, 4),
+        "consecutiveSteps": k,
+        "frontEnd": {"manifest": "frontend.json", "weightsSHA256": fe_sha},
+        "network": {"type": "embedding-mlp", "windowEmbeddings": args.window, "embeddingSize": frontend.EMB_DIM,
+                    "hidden": [args.hidden, args.hidden], "activation": "relu", "output": "sigmoid",
+                    "stepMilliseconds": 80, **({"members": len(params)} if isinstance(params, list) else {})},
+        "tensors": entries,
+        "training": {
+            "recipe": recipe_name(args, bool(wtag)),
+            "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
+            "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
+            "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
+            "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,
+            "epochSchedule": args.epochs, "inputDropout": args.dropout, "inputNoise": args.noise,
+            "canvasShift": args.shift, "weightDecay": args.l2,
+            "seconds": round(time.time() - t_start),
+            "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
+                              "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), **({"promptNegativeCanvases": int(args.prompt_negatives * sc)} if args.prompt_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc),
+            "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
+                           "streamFalseWakes": stream_fw},
+        },
+    }
+    with open(os.path.join(args.models_dir, f"{stem}.bin"), "wb") as f:
+        f.write(blob)
+    with open(os.path.join(args.models_dir, f"{stem}.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    log(f"wrote models/{stem}.json + models/{stem}.bin ({len(blob) / 1024:.0f} KiB) in {(time.time() - t_start) / 60:.1f} min")
