@@ -169,11 +169,11 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
     if args.prompt_negatives > 0:  # candidate recipe v12: recorded voice prompts, their training half only
         from scipy.signal import resample_poly
         recs = []
-        for key in prompts.SETS:
-            for name, path in prompts.prompts(key, "train")[0]:
+        for lang in prompts.SETS:  # not `key`: ck() reads that name for every cache file after this
+            for name, path in prompts.prompts(lang, "train")[0]:
                 data = prompts.read(path)
                 if data is not None:      # 8 kHz -> the front end's 16 kHz
-                    recs.append((f"{key}/{name}", np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
+                    recs.append((f"{lang}/{name}", np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
                                                            -32768, 32767).astype(np.int16)))
         log(f"prompt negatives: {len(recs)} prompts of the training half, {sum(len(a) for _, a in recs) / 16000 / 3600:.2f} h")
         parts.append(cached(ck(f"prompts-{args.prompt_negatives}"), lambda: human_negatives(
