@@ -1,6 +1,6 @@
 """What every scenario of handshake_peer.py shares: the tally of checks, the shared token, a
 fresh state directory, running the binary, and the peer's own WAV clip for tts answers."""
-import asyncio, io, json, math, os, struct, subprocess, tempfile, time, uuid, wave
+import asyncio, io, json, math, os, signal, struct, subprocess, tempfile, time, uuid, wave
 
 SHARED = "peer-shared-token"
 
@@ -65,3 +65,14 @@ def start_pulse(label):
         return None
     pulse = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export PULSE_SERVER=")]
     return script, pulse_dir, penv, pulse
+
+
+async def stop_daemon(proc):
+    """Ends a `clawvoice run` as systemd would (SIGTERM, then SIGKILL after 15 s); returns its output."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 15)
+    except asyncio.TimeoutError:
+        proc.kill()
+        out, _ = await proc.communicate()
+    return out.decode(errors="replace")

@@ -1,10 +1,10 @@
 """`clawvoice run` on a private PulseAudio answering system.notify as the Linux node does:
 {"ok": true} once spoken from the peer's own tts.speak clip, "INVALID_REQUEST: empty notification"."""
-import asyncio, base64, json, os, signal, subprocess, uuid
+import asyncio, base64, json, os, subprocess, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, open_connect, start_pulse, fresh_env, sine_wav
+from peer_harness import SHARED, check, open_connect, start_pulse, stop_daemon, fresh_env, sine_wav
 
 
 class RunPeer:
@@ -83,13 +83,7 @@ async def run_daemon_notify(binary):
                 await asyncio.wait_for(peer.done.wait(), 40)
             except asyncio.TimeoutError:
                 pass
-            proc.send_signal(signal.SIGTERM)
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), 15)
-            except asyncio.TimeoutError:
-                proc.kill()
-                out, _ = await proc.communicate()
-            log = out.decode(errors="replace")
+            log = await stop_daemon(proc)
     finally:
         if proc is not None and proc.returncode is None:
             proc.kill()

@@ -1,10 +1,10 @@
 """One push-to-talk turn through `clawvoice run` against a protocol-4 gateway with talk.agentId,
 talk-session-target-v1, closed talk.* schemas and message-less chat deltas (drift D2, D3, D4)."""
-import asyncio, base64, json, os, signal, subprocess, uuid
+import asyncio, base64, json, os, subprocess, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, open_connect, start_pulse, fresh_env, run_node, sine_wav
+from peer_harness import SHARED, check, open_connect, start_pulse, stop_daemon, fresh_env, run_node, sine_wav
 
 
 # The reply the talk peer streams: only the first delta carries the cumulative `message`, later
@@ -160,13 +160,7 @@ async def talk_turn(binary):
                 await asyncio.wait_for(peer.reply_done.wait(), 40)
             except asyncio.TimeoutError:
                 pass
-            proc.send_signal(signal.SIGTERM)
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), 15)
-            except asyncio.TimeoutError:
-                proc.kill()
-                out, _ = await proc.communicate()
-            log = out.decode(errors="replace")
+            log = await stop_daemon(proc)
     finally:
         if proc is not None and proc.returncode is None:
             proc.kill()
