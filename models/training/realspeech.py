@@ -31,6 +31,7 @@ import numpy as np
 
 import augment
 import real
+from eval_set import write_wav  # 16 kHz mono int16, as the held-out set writes it
 import speech
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,15 +45,6 @@ REFRACTORY_MS = 2000
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def write_wav(path, x):
-    a = np.clip(np.round(x), -32768, 32767).astype(np.int16)
-    with wave.open(path, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SR)
-        w.writeframes(a.tobytes())
 
 
 def read_wav(path):

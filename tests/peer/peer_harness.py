@@ -76,3 +76,17 @@ async def stop_daemon(proc):
         proc.kill()
         out, _ = await proc.communicate()
     return out.decode(errors="replace")
+
+
+async def start_daemon(binary, url, pulse):
+    """`clawvoice run` against the peer's gateway at url, wake words off, on the private PulseAudio
+    (start_pulse's PULSE_SERVER values): (the process, its environment for CLI calls beside it)."""
+    env = fresh_env()
+    cfg = os.path.join(env["XDG_CONFIG_HOME"], "clawvoice")
+    os.makedirs(cfg, exist_ok=True)
+    with open(os.path.join(cfg, "config.json5"), "w") as f:
+        f.write("{ wake: { enabled: false } }\n")
+    env.update(CLAWVOICE_GATEWAY_URL=url, CLAWVOICE_GATEWAY_TOKEN=SHARED, PULSE_SERVER=pulse[0] if pulse else "")
+    proc = await asyncio.create_subprocess_exec(binary, "run", env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    return proc, env

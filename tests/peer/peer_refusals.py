@@ -5,7 +5,7 @@ import json, time, uuid
 from websockets.asyncio.server import serve
 
 from peer_harness import SHARED, check, open_connect, fresh_env, run_node
-from peer_wire import b64url_decode, payload, verify
+from peer_wire import b64url_decode, signed_payload, verify
 
 
 class OldGatewayPeer:
@@ -65,13 +65,8 @@ async def released_v3(binary):
         check("released-v3 gateway: the retry answers its own fresh challenge", n1 != n2 and d2.get("nonce") == n2
               and d2.get("signedAt") == t2)
         check("released-v3 gateway: a new signature", d2.get("signature") != p1.get("device", {}).get("signature"))
-        pk = b64url_decode(d2.get("publicKey", ""))
-        cl = p2.get("client", {})
-        auth = p2.get("auth", {})
-        token = auth.get("token") or auth.get("deviceToken") or auth.get("bootstrapToken") or ""
-        msg = payload("v3", d2.get("id"), cl.get("id"), cl.get("mode"), "node", p2.get("scopes", []), d2.get("signedAt"),
-                      token, d2.get("nonce"), cl.get("platform"), cl.get("deviceFamily"))
-        check("released-v3 gateway: the retry's v3 signature verifies", verify(pk, msg, d2.get("signature", "")))
+        check("released-v3 gateway: the retry's v3 signature verifies",
+              verify(b64url_decode(d2.get("publicKey", "")), signed_payload(p2, "node"), d2.get("signature", "")))
         check("released-v3 gateway: same client envelope apart from the range",
               {k: v for k, v in p1.items() if k not in ("minProtocol", "maxProtocol", "device")}
               == {k: v for k, v in p2.items() if k not in ("minProtocol", "maxProtocol", "device")})
@@ -85,13 +80,8 @@ async def released_v3(binary):
         e2 = q2.get("device", {})
         check("released-v3 gateway: the operator's retry signs its own fresh challenge", m1 != m2 and e2.get("nonce") == m2
               and e2.get("signedAt") == u2 and e2.get("signature") != q1.get("device", {}).get("signature"))
-        pk = b64url_decode(e2.get("publicKey", ""))
-        cl = q2.get("client", {})
-        auth = q2.get("auth", {})
-        token = auth.get("token") or auth.get("deviceToken") or ""
-        msg = payload("v3", e2.get("id"), cl.get("id"), cl.get("mode"), "operator", q2.get("scopes", []), e2.get("signedAt"),
-                      token, e2.get("nonce"), cl.get("platform"), cl.get("deviceFamily"))
-        check("released-v3 gateway: the operator's 3..3 signature verifies", verify(pk, msg, e2.get("signature", "")))
+        check("released-v3 gateway: the operator's 3..3 signature verifies",
+              verify(b64url_decode(e2.get("publicKey", "")), signed_payload(q2, "operator"), e2.get("signature", "")))
 
 
 async def no_retry_on_auth_mismatch(binary):

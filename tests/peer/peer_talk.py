@@ -1,10 +1,10 @@
 """One push-to-talk turn through `clawvoice run` against a protocol-4 gateway with talk.agentId,
 talk-session-target-v1, closed talk.* schemas and message-less chat deltas (drift D2, D3, D4)."""
-import asyncio, base64, json, os, subprocess, uuid
+import asyncio, base64, json, subprocess, uuid
 
 from websockets.asyncio.server import serve
 
-from peer_harness import SHARED, check, open_connect, start_pulse, stop_daemon, fresh_env, run_node, sine_wav
+from peer_harness import check, open_connect, start_daemon, start_pulse, stop_daemon, run_node, sine_wav
 
 
 # The reply the talk peer streams: only the first delta carries the cumulative `message`, later
@@ -132,14 +132,7 @@ async def talk_turn(binary):
     try:
         async with serve(peer.handler, "127.0.0.1", 0, origins=None) as server:
             url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-            env = fresh_env()
-            cfg = os.path.join(env["XDG_CONFIG_HOME"], "clawvoice")
-            os.makedirs(cfg, exist_ok=True)
-            with open(os.path.join(cfg, "config.json5"), "w") as f:
-                f.write("{ wake: { enabled: false } }\n")
-            env.update(CLAWVOICE_GATEWAY_URL=url, CLAWVOICE_GATEWAY_TOKEN=SHARED, PULSE_SERVER=pulse[0] if pulse else "")
-            proc = await asyncio.create_subprocess_exec(binary, "run", env=env, stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.STDOUT)
+            proc, env = await start_daemon(binary, url, pulse)
             try:
                 await asyncio.wait_for(peer.both.wait(), 20)
                 # The operator reads talk.config once it is in; give the target a moment to settle.

@@ -35,6 +35,14 @@ def payload(version, device_id, client_id, mode, role, scopes, signed_at, token,
     return "|".join(parts)
 
 
+def signed_payload(params, role):
+    """The v3 payload a connect's device signature must cover: its own fields and the token it sends."""
+    client, device, auth = params.get("client", {}), params.get("device", {}), params.get("auth", {})
+    token = auth.get("token") or auth.get("deviceToken") or auth.get("bootstrapToken") or ""
+    return payload("v3", device.get("id"), client.get("id"), client.get("mode"), role, params.get("scopes", []),
+                   device.get("signedAt"), token, device.get("nonce"), client.get("platform"), client.get("deviceFamily"))
+
+
 def verify(pk, message, sig):
     try:
         Ed25519PublicKey.from_public_bytes(pk).verify(b64url_decode(sig), message.encode())
@@ -80,9 +88,7 @@ def check_connect(label, role, params, nonce, ts, origin, frame, expect_token, s
         # Device token in its own slot and nothing else (drift §7; the newest official clients).
         check(f"{label}: auth is exactly {{deviceToken: {expect_token[:12]}…}}", auth == {"deviceToken": expect_token},
               {k: v[:12] for k, v in auth.items()})
-    token = auth.get("token") or auth.get("deviceToken") or auth.get("bootstrapToken") or ""
-    p3 = payload("v3", device.get("id"), client.get("id"), client.get("mode"), role, params.get("scopes", []),
-                 device.get("signedAt"), token, device.get("nonce"), client.get("platform"), client.get("deviceFamily"))
+    p3 = signed_payload(params, role)
     check(f"{label}: v3 signature verifies", verify(pk, p3, device.get("signature", "")))
     tampered = p3.replace("|node-host|", "|cli|") if role == "node" else p3.replace("|cli|", "|node-host|")
     check(f"{label}: signature does not verify a changed payload", not verify(pk, tampered, device.get("signature", "")))
