@@ -13,7 +13,7 @@
 # was played, realtime calls' media heard through aiortc peers: beside round 1 at load 9 a peer
 # heard 120 ms of an 800 ms utterance), away from round 1: in three lanes, one test at a time in
 # each, each lane with a PulseAudio of its own. Those tests mostly wait on audio playing in real
-# time (the three lanes together keep about half a core busy), so the lanes are balanced by
+# time (`time bash tests/swift-test.sh --round-2`: 39-42 s of CPU in 85-94 s), so the lanes are balanced by
 # length (75-85 s each) with the longest suites (the wake-over-reply tries, 60 s, and the echo on a
 # real PulseAudio, 48 s) in different lanes.
 # --fuzz SECONDS runs fuzz/run.sh (each target for SECONDS) beside round 1, one target at a time
