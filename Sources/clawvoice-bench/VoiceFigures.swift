@@ -147,6 +147,7 @@ func endpointTable(sentences: Int, print: (String) -> Void = { Swift.print($0) }
     }
     out += try endpointTurnRows(clips: clips, probs: probs, detector: detector, windows: windows, conditions: conditions,
                                 sentences: sentences, print: print)
+    out += realPromptRows(detector: detector, windows: windows, print: print)
     let chosen = EndpointBench.shortestSafeWindow(model)
     print("\nshortest window with ≤ 2 % early cuts (voice detector): \(chosen.map { "\($0) ms" } ?? "none of them"); talk.silenceTimeoutMs default: \(TalkConfig().silenceTimeoutMs) ms")
     for r in model where r.windowMs >= 700 {
