@@ -131,14 +131,19 @@ def main():
     ap.add_argument("--cache", default=os.path.join(HERE, ".cache", "enroll"))
     ap.add_argument("--feature", default="both", choices=["raw", "centred", "hidden", "both"])
     ap.add_argument("--explore", action="store_true", help="print every floor and similarity tried")
-    ap.add_argument("--verifier", default="cosine", choices=["cosine", "logistic"],
-                    help="cosine: nearest take (shipped); logistic: takes against the user's own prompt sentences (enroll_verifier.py)")
+    ap.add_argument("--verifier", default="cosine", choices=["cosine", "logistic", "head"],
+                    help="cosine: nearest take (shipped); logistic: takes against the user's own prompt sentences (enroll_verifier.py); "
+                         "head: the shipped head fine-tuned on the same examples (enroll_personal.py), floors from 0")
+    ap.add_argument("--steps", type=int, default=300, help="head: fine-tuning steps")
+    ap.add_argument("--lr", type=float, default=3e-4, help="head: Adam's step size")
+    ap.add_argument("--anchor", type=float, default=1e-2, help="head: the pull toward the shipped weights")
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--takes", type=int, default=TAKES, help="takes per enrolled voice (the measure is five)")
     ap.add_argument("--mined", type=float, default=None,
                     help="logistic: also the windows the head scores over this in the other half of negatives.wav and near-misses.wav "
                          "(what the node would hear over days and keep as the household's hard negatives; never the scored half)")
     ap.add_argument("--mined-from", default="negatives,near-misses", help="--mined: from these streams")
+    ap.add_argument("--by-condition", action="store_true", help="print the reported rows' misses after enrollment by noise level")
     ap.add_argument("--fixed", default="", help="FLOOR,BAR: report both folds at this rule instead of each fold's choice")
     ap.add_argument("--hard", type=float, default=0, help="logistic: negatives the head scores over 0.1 weigh 1+HARD")
     ap.add_argument("--no-near", action="store_true", help="logistic: without the near-miss words")
@@ -203,7 +208,8 @@ def main():
         log(f"mined {t} half {h}: {sum(len(o) for o in out)} windows")
         return np.vstack(out)
 
-    if args.verifier == "logistic":
+    if args.verifier in ("logistic", "head"):
+        import enroll_personal
         import evaluate
         flite, vrng = evaluate.Flite(), np.random.default_rng(4242)
         speeds = tuple(float(f) for f in args.speeds.split(",") if f)
@@ -243,8 +249,12 @@ def main():
                         pos.append(x[max(0, k - 1):k + 2])
                 for h in halves:
                     negs = np.vstack([neg, generic, near_of[t]] + ([mined(t, h)] if args.mined is not None else []))
-                    verifiers[(v, t, h)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2,
-                                                                    1 + args.hard * (heads[t].scores(negs) >= 0.1))
+                    weight = 1 + args.hard * (heads[t].scores(negs) >= 0.1)
+                    if args.verifier == "head":
+                        verifiers[(v, t, h)] = enroll_personal.PersonalHead(heads[t].members, np.vstack(pos), negs, weight,
+                                                                            steps=args.steps, lr=args.lr, anchor=args.anchor)
+                    else:
+                        verifiers[(v, t, h)] = enroll_verifier.Logistic(view(np.vstack(pos), t), view(negs, t), args.l2, weight)
                 log(f"verifier {v}/{t}: {sum(len(p) for p in pos)} take windows, {len(neg)} of the user's own speech")
 
     def similarity(x, v, t, h=0):
@@ -252,6 +262,8 @@ def main():
         with --verifier logistic, the probability of the verifier whose mined negatives (--mined) came from half h."""
         if args.verifier == "logistic":
             return verifiers[(v, t, h)].prob(view(x, t))
+        if args.verifier == "head":
+            return verifiers[(v, t, h)].prob(x)
         out = [(unit(feature(x, k, heads[t], W)) @ unit(feature(enrolled[(v, t)], k, heads[t], W)).T).max(axis=1) for k in kinds]
         return np.minimum.reduce(out)
     sims = {}
@@ -263,14 +275,19 @@ def main():
                 sims[(v, t, n, 1)] = sims[(v, t, n, 0)]
     log("scores and similarities ready")
 
-    def figures(v, t, floor, sim, neg_half):
+    def figures(v, t, floor, sim, neg_half, show=False):
         """(missed, events, false wakes, negative hours, near-miss wakes) for voice v enrolled on t."""
         h, ev = heads[t], meta[f"positives-{t}"]
         vh = 1 - neg_half     # the verifier whose mined windows are not among the negatives scored here
         s_v = sims[(v, t, f"positives-{t}", vh)]
         wakes = replay(base[(f"positives-{t}", t)], s_v, h.threshold, floor, sim, h.steps)
         scored = [i for i, e in enumerate(ev["events"]) if e["voice"] == v and i not in takes_of[(v, t)]]
-        missed = sum(1 for i in scored if not any(ev["ends_ms"][i] - 500 <= m <= ev["ends_ms"][i] + 1000 for m in wakes))
+        lost = [i for i in scored if not any(ev["ends_ms"][i] - 500 <= m <= ev["ends_ms"][i] + 1000 for m in wakes)]
+        missed = len(lost)
+        if show and floor is not None:
+            print(f"  {v} {t} at {floor} / {sim}: missed by condition " + ", ".join(
+                f"{c} {sum(ev['events'][i]['snr'] == c for i in lost)}/{sum(ev['events'][i]['snr'] == c for i in scored)}"
+                for c in ("clean", "20 dB", "10 dB", "5 dB")), flush=True)
         out = []
         for n in ("negatives", "near-misses"):
             lo, hi = (0, half[n]) if neg_half == 0 else (half[n], None)
@@ -282,8 +299,8 @@ def main():
         before = {t: figures(choose, t, None, None, ch_half) for t in TRIGGERS}
         fw0 = sum(b[2] + b[4] for b in before.values())
         best = None
-        for floor in FLOORS:
-            for sim in (PROBS if args.verifier == "logistic" else SIMS):
+        for floor in ([0.0] if args.verifier == "head" else []) + FLOORS:
+            for sim in (SIMS if args.verifier == "cosine" else PROBS):
                 f = {t: figures(choose, t, floor, sim, ch_half) for t in TRIGGERS}
                 if args.explore:
                     print(choose, floor, sim, "missed", [x[0] for x in f.values()], "false", [x[2] for x in f.values()],
@@ -303,7 +320,7 @@ def main():
         rows = []
         for t in TRIGGERS:
             b = figures(report, t, None, None, 1 - ch_half)
-            a = figures(report, t, floor, sim, 1 - ch_half)
+            a = figures(report, t, floor, sim, 1 - ch_half, args.by_condition)
             rows.append({"trigger": t, "before": b, "after": a})
         results["folds"].append({"choose": choose, "report": report, "floor": floor, "similarity": sim, "rows": rows})
     print(json.dumps(results))
