@@ -18,6 +18,8 @@ APT_TEST := python3 python3-venv python3-pip systemd pulseaudio pulseaudio-utils
   alsa-utils avahi-daemon avahi-utils dbus-daemon iproute2 bsdutils
 APT_DEMO := pulseaudio pulseaudio-utils
 APT_PACKAGE := dpkg-dev lintian debootstrap espeak-ng python3
+# Bench: the real recordings of the end-of-speech rows (one speaker's voice prompts and their transcript, 24 MB).
+APT_BENCH := asterisk-core-sounds-en asterisk-core-sounds-en-wav
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS ?=
 PEER_VENV := tests/peer/.venv
@@ -174,6 +176,7 @@ package-test: deb
 	bash tests/package/package-test.sh
 
 bench: deps
+	$(call apt_ensure,$(APT_BENCH))
 	swift run -c release $(SWIFT_FLAGS) clawvoice-bench
 
 SOAK_ROUNDS ?= 500
