@@ -4,7 +4,7 @@
 // package ships says which prompts go on after a pause (a comma or a sentence's end inside), so a
 // decision before the prompt's last word is a turn cut short. No training ever heard them.
 
-public import Audio
+import Audio
 import ClawvoiceCore
 import Foundation
 
@@ -37,15 +37,15 @@ public enum RealPrompts {
     /// The installed prompts that pause inside, as 16 kHz speech trimmed to its first and last
     /// sound; an error that says how to install them when the packages are missing.
     public static func load() throws -> [(prompt: Prompt, speech: [Int16])] {
+        guard FileManager.default.fileExists(atPath: transcript) else {
+            throw BenchError("no asterisk prompts here (\(transcript) is missing): \(install)")
+        }
         let p = Process()
         let pipe = Pipe()
         p.executableURL = URL(fileURLWithPath: "/bin/zcat")
         p.arguments = [transcript]
         p.standardOutput = pipe
         p.standardError = FileHandle.nullDevice
-        guard FileManager.default.fileExists(atPath: transcript) else {
-            throw BenchError("no asterisk prompts here (\(transcript) is missing): \(install)")
-        }
         try p.run()
         let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
