@@ -9,6 +9,8 @@ in half of the negative streams). A pull toward the shipped weights (--anchor) k
 learned from thousands of voices; what moves is where this voice's trigger sits. Its probability
 takes the verifier's place in enroll_eval.py's rule (`--verifier head`), so a floor of 0 lets it
 wake on its own. Pure numpy: the node would do the same in Swift at `wake enroll`.
+
+    models/training/.venv/bin/python models/training/enroll_personal.py    # checks the gradient
 """
 import numpy as np
 
@@ -63,3 +65,42 @@ class PersonalHead:
     def prob(self, X):
         z = sum(self._forward(X.astype(np.float64), m)[-1][:, 0] for m in self.theta) / len(self.theta)
         return 1 / (1 + np.exp(-z))
+
+
+def gradient_check(seed=0):
+    """The largest difference between the analytic gradient and central finite differences, on a
+    small random two-member head moved off its anchor."""
+    rng = np.random.default_rng(seed)
+    members = [[(rng.standard_normal((4, 6)) * 0.5, rng.standard_normal(4) * 0.1),
+                (rng.standard_normal((3, 4)) * 0.5, rng.standard_normal(3) * 0.1),
+                (rng.standard_normal((1, 3)) * 0.5, rng.standard_normal(1) * 0.1)] for _ in range(2)]
+    h = PersonalHead(members, rng.standard_normal((5, 6)), rng.standard_normal((20, 6)), steps=0)
+    for member in h.theta:
+        for W, _ in member:
+            W += rng.standard_normal(W.shape) * 0.1
+    X, y, w, anchor = rng.standard_normal((8, 6)), (rng.random(8) > 0.5).astype(float), np.full(8, 1 / 8), 0.3
+
+    def loss():
+        z = sum(h._forward(X, m)[-1][:, 0] for m in h.theta) / len(h.theta)
+        pull = sum(((W - W0) ** 2).sum() + ((b - b0) ** 2).sum()
+                   for m, m0 in zip(h.theta, h.theta0) for (W, b), (W0, b0) in zip(m, m0))
+        return np.sum(w * (np.logaddexp(0, z) - y * z)) + 0.5 * anchor * pull
+    grads, worst = h._grads(X, y, w, anchor), 0.0
+    for i, member in enumerate(h.theta):
+        for j, pair in enumerate(member):
+            for q, P in enumerate(pair):
+                for idx in np.ndindex(P.shape):
+                    old = P[idx]
+                    P[idx] = old + 1e-6
+                    up = loss()
+                    P[idx] = old - 1e-6
+                    down = loss()
+                    P[idx] = old
+                    worst = max(worst, abs((up - down) / 2e-6 - grads[i][j][q][idx]))
+    return worst
+
+
+if __name__ == "__main__":
+    err = gradient_check()
+    print(f"largest gradient error against finite differences: {err:.1e}")
+    raise SystemExit(0 if err < 1e-6 else 1)

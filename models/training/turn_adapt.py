@@ -27,7 +27,7 @@ import wave
 import numpy as np
 
 import augment
-from turn_bound import auc, clause_list, logistic, say_whole
+from turn_bound import auc, clause_list, fitted, say_whole
 from turn_train import FEATURES, FRAME, ROOT, UNUSED
 
 SR = 16000
@@ -99,7 +99,7 @@ def main():
             X, y, g = np.array(X)[:, [f not in UNUSED for f in FEATURES]], np.array(y), np.array(g)
             s = np.zeros(len(y))
             for f in range(5):
-                s[g % 5 == f] = logistic(X[g % 5 != f], y[g % 5 != f])(X[g % 5 == f])
+                s[g % 5 == f] = fitted(X[g % 5 != f], y[g % 5 != f])(X[g % 5 == f])
             sentences = np.unique(g)
             worst = np.array([max([s[i] for i in np.flatnonzero((g == n) & (y == 0))], default=-np.inf) for n in sentences])
             bar = np.quantile(worst, 0.98)          # at most 2 % of sentences have a comma pause over it

@@ -22,7 +22,11 @@ score at which 3.0 % of comma pauses are, fitted on each voice alone and on both
 in noise the pitch tracker loses the last vowel of the hardest pauses, and a bound over the pauses
 it kept would flatter. (The bench's sentences are clean in 1 of 25 conditions.)
 
-    models/training/.venv/bin/python models/training/turn_bound.py [--sentences 300]
+    models/training/.venv/bin/python models/training/turn_bound.py [--sentences 300] [--engines 150]
+
+--engines N adds one measure taken the same way for every voice, flite and the training engines
+(espeak-ng, Pico): the last voicing before each comma and before the end, against the sentence's
+median pitch, with no alignment (the sentence cut at its comma pauses).
 """
 import argparse
 import os
@@ -32,7 +36,8 @@ import tempfile
 import wave
 
 import numpy as np
-from scipy.optimize import minimize
+
+from enroll_verifier import Logistic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "Sources", "ClawvoiceTesting", "EndpointBench.swift")
@@ -101,24 +106,12 @@ def auc(y, s):
     return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
 
 
-def logistic(X, y, l2=1.0):
-    mu, sd = X.mean(axis=0), X.std(axis=0) + 1e-6
-    Z = (X - mu) / sd
-    w = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum())
-
-    def loss(p):
-        z = Z @ p[:-1] + p[-1]
-        g = w * (1 / (1 + np.exp(-z)) - y)
-        return np.sum(w * (np.logaddexp(0, z) - y * z)) + 0.5 * l2 * p[:-1] @ p[:-1] / len(Z), \
-            np.concatenate([Z.T @ g + l2 * p[:-1] / len(Z), [g.sum()]])
-    p = minimize(loss, np.zeros(Z.shape[1] + 1), jac=True, method="L-BFGS-B").x
-    return lambda X2: ((X2 - mu) / sd) @ p[:-1] + p[-1]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sentences", type=int, default=300, help="sentences per voice (2 or 3 clauses, as the bench draws them)")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--engines", type=int, default=0, metavar="N",
+                    help="also compare how each voice, the training engines too, ends against its commas (N sentences each)")
     ap.add_argument("--comma-share", type=float, default=0.030, help="the share of comma pauses that may look like an end")
     args = ap.parse_args()
     clauses, rng = clause_list(), np.random.default_rng(args.seed)
@@ -146,13 +139,72 @@ def main():
     R, g = np.vstack([p[0] for p in pooled]), np.concatenate([p[1] for p in pooled])
     print("\nboth voices, as the bench alternates them:")
     bound("fitted on awb and rms together", R[:, 1:], R[:, 0], g, args.comma_share)
+    if args.engines:
+        engines_table(clauses, rng, args.engines)
+
+
+def fitted(X, y):
+    """A class-balanced L2 logistic model (enroll_verifier.Logistic) of end (1) against comma (0): its probability."""
+    return Logistic(X[y == 1], X[y == 0]).prob
+
+
+def ending_pitch(parts):
+    """Per clause of one sentence (already cut at its comma pauses): the last 30 ms of voicing against the
+    sentence's median pitch, in semitones (None where a clause has fewer than three voiced frames)."""
+    tr = [tracks(p)[0] for p in parts]
+    voiced = np.concatenate([t[t > 0] for t in tr])
+    if len(voiced) < 10:
+        return [None] * len(parts)
+    med = np.median(voiced)
+    return [12 * np.log2(np.median(t[t > 0][-3:]) / med) if (t > 0).sum() >= 3 else None for t in tr]
+
+
+def engines_table(clauses, rng, n):
+    """How each voice's last pitch before the end compares with its last pitch before a comma, measured
+    alike for every engine: the sentence said whole and cut at its comma pauses (flite: -psdur, as the
+    bench; the training engines: turn_train.said_whole, as `turn_train.sh --whole`), no alignment."""
+    import turn_train
+    import voices
+    engs = [("flite awb", "awb"), ("flite rms", "rms"), ("espeak-ng", voices.EspeakEngine())]
+    for lang in ("en-US", "en-GB"):
+        try:
+            engs.append((f"pico {lang}", voices.PicoEngine(lang)))
+        except Exception as e:       # the wheel missing: say so
+            print(f"pico {lang}: unavailable ({e})")
+    print("\nThe last 30 ms of voicing before a comma and before the end, against the sentence's median pitch "
+          f"(semitones; {n} sentences each, said whole):\n")
+    print("| voice | before the end | before a comma | AUC (end lower) |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, eng in engs:
+            ends, commas = [], []
+            for _ in range(n):
+                k = int(rng.integers(2, 4))
+                cs = [str(c) for c in rng.choice(clauses, k)]
+                if isinstance(eng, str):
+                    x, segs = say_whole(eng, [c + ("," if i < k - 1 else ".") for i, c in enumerate(cs)], os.path.join(tmp, "s.wav"))
+                    inner = [q for q in segs[1:-1] if q[0] == "pau"]
+                    if len(inner) != k - 1:
+                        continue
+                    cuts = [int(segs[0][2] * SR)] + [int(t * SR) for q in inner for t in (q[1], q[2])] + [int(segs[-1][1] * SR)]
+                    parts = [x[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2)]
+                else:
+                    parts = turn_train.said_whole(eng, cs, ".", int(rng.integers(1 << 31)))
+                    if parts is None:
+                        continue
+                    parts = [p / 32768 for p in parts]
+                for i, v in enumerate(ending_pitch(parts)):
+                    if v is not None:
+                        (ends if i == len(parts) - 1 else commas).append(v)
+            e, c = np.array(ends), np.array(commas)
+            print(f"| {name} | {e.mean():+.1f} ({len(e)}) | {c.mean():+.1f} ({len(c)}) | {auc(np.r_[np.ones(len(e)), np.zeros(len(c))], -np.r_[e, c]):.2f} |")
 
 
 def bound(what, X, y, g, share):
     """The cross-validated logistic model's AUC, and the share of ends over the bar that lets `share` of commas through."""
     fold, s = g % 5, np.zeros(len(y))
     for f in range(5):
-        s[fold == f] = logistic(X[fold != f], y[fold != f])(X[fold == f])
+        s[fold == f] = fitted(X[fold != f], y[fold != f])(X[fold == f])
     bar = np.quantile(s[y == 0], 1 - share)
     tpr = float((s[y == 1] > bar).mean())
     print(f"  logistic {what} (5 folds by sentence, {X.shape[1]} inputs): AUC {auc(y, s):.3f}; with {share * 100:.1f} % of "

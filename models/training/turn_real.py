@@ -19,6 +19,7 @@ import wave
 import numpy as np
 from scipy.signal import resample_poly
 
+from turn_bound import auc
 from turn_train import FEATURES, FRAME, ROOT
 
 SOUNDS, TRANSCRIPT = "/usr/share/asterisk/sounds/en", "/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"
@@ -37,11 +38,6 @@ def prompts():
         if any(a in ",;:.?!" and b == " " for a, b in zip(inner, inner[1:])) and os.path.exists(f"{SOUNDS}/{name}.wav"):
             out.append(name)
     return out
-
-
-def auc(y, s):
-    pos, neg = s[y == 1], s[y == 0]
-    return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
 
 
 def main():
