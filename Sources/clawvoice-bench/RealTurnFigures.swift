@@ -15,24 +15,24 @@ func realPromptRows(detector: VoiceDetector, windows: [Int], print: (String) -> 
     }
     let th = detector.threshold
     let turn = loadTurnModel()
-    let sets = [("as recorded", RealPrompts.clips(prompts, noisy: nil, seed: 4040)),
-                ("in noise, 10 dB", RealPrompts.clips(prompts, noisy: 10, seed: 4041))]
+    let sets = [("as recorded", "recorded", RealPrompts.clips(prompts, noisy: nil, seed: 4040)),
+                ("in noise, 10 dB", "noise", RealPrompts.clips(prompts, noisy: 10, seed: 4041))]
     note("endpoint: \(prompts.count) real prompts, computing voice probabilities")
     print("\nReal recordings (\(prompts.count) English voice prompts of asterisk-core-sounds-en that pause inside: one speaker, Allison, her own pauses; the bench's 8 noises cycled at 10 dB):\n")
     print("| detector | ceiling | prompts | cut early | held open (> 3 s) | last word → decision, median | p90 |")
     print("|---|---|---|---|---|---|---|")
     var out: [Figure] = [Figure(name: "endpoint_real_prompts", value: Double(prompts.count), unit: "prompts", baseline: nil, ratio: nil,
                                 detail: "asterisk-core-sounds-en prompts that pause inside (one speaker, read speech)")]
-    for (set, clips) in sets {
+    for (set, setKey, clips) in sets {
         let probs = clips.map { EndpointBench.probabilities($0, detector: detector) }
-        var rows = [("window alone", EndpointBench.evaluate(clips, voice: probs, threshold: th, windowsMs: windows))]
-        if let turn { rows.append(("end-of-turn detector", EndpointBench.evaluate(clips, voice: probs, threshold: th, windowsMs: windows, turn: turn))) }
-        for (name, rs) in rows {
+        var rows = [("window alone", "window", EndpointBench.evaluate(clips, voice: probs, threshold: th, windowsMs: windows))]
+        if let turn { rows.append(("end-of-turn detector", "turn", EndpointBench.evaluate(clips, voice: probs, threshold: th, windowsMs: windows, turn: turn))) }
+        for (name, rowKey, rs) in rows {
             for r in rs {
                 print("| \(name) | \(r.windowMs) ms | \(set) | \(pct(r.earlyCutShare)) (\(r.earlyCuts)/\(r.trials)) | \(pct(r.heldOpenShare)) | \(String(format: "%.0f", r.latencyPercentile(0.5))) ms | \(String(format: "%.0f", r.latencyPercentile(0.9))) ms |")
             }
             guard let r = rs.first(where: { $0.windowMs == 900 }) else { continue }
-            let key = "endpoint_real_\(name == "window alone" ? "window" : "turn")_\(set == "as recorded" ? "recorded" : "noise")"
+            let key = "endpoint_real_\(rowKey)_\(setKey)"
             let what = "real prompts \(set) (\(r.trials)), \(name), 900 ms ceiling"
             out.append(Figure(name: "\(key)_median", value: r.latencyPercentile(0.5), unit: "ms", baseline: 400, ratio: r.latencyPercentile(0.5) / 400,
                               detail: "last word → decision, median, \(what); p90 \(String(format: "%.0f", r.latencyPercentile(0.9))) ms; baseline column: the goal, 400 ms"))
