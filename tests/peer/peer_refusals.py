@@ -54,34 +54,31 @@ async def released_v3(binary):
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         code, out = await run_node(binary, dict(fresh_env(), CLAWVOICE_GATEWAY_TOKEN=SHARED), ["pair", "--url", url, "--timeout", "20"])
     check("released-v3 gateway: pair exits 0", code == 0, out[-400:])
-    c = old.node_connects
-    check("released-v3 gateway: exactly two node connects (3..4, then 3..3)", len(c) == 2
-          and (c[0][0].get("minProtocol"), c[0][0].get("maxProtocol")) == (3, 4)
-          and (c[1][0].get("minProtocol"), c[1][0].get("maxProtocol")) == (3, 3),
-          [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in c])
-    if len(c) >= 2:
-        (p1, n1, _t1), (p2, n2, t2) = c[0], c[1]
-        d2 = p2.get("device", {})
-        check("released-v3 gateway: the retry answers its own fresh challenge", n1 != n2 and d2.get("nonce") == n2
-              and d2.get("signedAt") == t2)
-        check("released-v3 gateway: a new signature", d2.get("signature") != p1.get("device", {}).get("signature"))
-        check("released-v3 gateway: the retry's v3 signature verifies",
-              verify(b64url_decode(d2.get("publicKey", "")), signed_payload(p2, "node"), d2.get("signature", "")))
+    pair = check_retry("the node", old.node_connects, "node", (3, 4), "exactly two node connects (3..4, then 3..3)")
+    if pair:
+        p1, p2 = pair
         check("released-v3 gateway: same client envelope apart from the range",
               {k: v for k, v in p1.items() if k not in ("minProtocol", "maxProtocol", "device")}
               == {k: v for k, v in p2.items() if k not in ("minProtocol", "maxProtocol", "device")})
-    o = old.operator_connects
-    check("released-v3 gateway: the operator offers 4..4, then falls back to 3..3 once (issue 26)", len(o) == 2
-          and (o[0][0].get("minProtocol"), o[0][0].get("maxProtocol")) == (4, 4)
-          and (o[1][0].get("minProtocol"), o[1][0].get("maxProtocol")) == (3, 3),
-          [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in o])
-    if len(o) >= 2:
-        (q1, m1, _u1), (q2, m2, u2) = o[0], o[1]
-        e2 = q2.get("device", {})
-        check("released-v3 gateway: the operator's retry signs its own fresh challenge", m1 != m2 and e2.get("nonce") == m2
-              and e2.get("signedAt") == u2 and e2.get("signature") != q1.get("device", {}).get("signature"))
-        check("released-v3 gateway: the operator's 3..3 signature verifies",
-              verify(b64url_decode(e2.get("publicKey", "")), signed_payload(q2, "operator"), e2.get("signature", "")))
+    check_retry("the operator", old.operator_connects, "operator", (4, 4),
+                "the operator offers 4..4, then falls back to 3..3 once (issue 26)")
+
+
+def check_retry(who, connects, role, first, what):
+    """A role's connects to a released-v3 gateway: `first`, then one retry at 3..3 that answers its own
+    fresh challenge with a new signature that verifies. The two connects' params, or None."""
+    ranges = [(p.get("minProtocol"), p.get("maxProtocol")) for (p, _n, _t) in connects]
+    check(f"released-v3 gateway: {what}", ranges == [first, (3, 3)], ranges)
+    if len(connects) < 2:
+        return None
+    (p1, n1), (p2, n2, t2) = connects[0][:2], connects[1]
+    d2 = p2.get("device", {})
+    check(f"released-v3 gateway: {who}'s retry answers its own fresh challenge", n1 != n2 and d2.get("nonce") == n2
+          and d2.get("signedAt") == t2)
+    check(f"released-v3 gateway: {who}'s retry has a new signature", d2.get("signature") != p1.get("device", {}).get("signature"))
+    check(f"released-v3 gateway: {who}'s 3..3 signature verifies",
+          verify(b64url_decode(d2.get("publicKey", "")), signed_payload(p2, role), d2.get("signature", "")))
+    return p1, p2
 
 
 async def no_retry_on_auth_mismatch(binary):
