@@ -27,7 +27,9 @@ rule (enroll_verifier.py: the takes against the user's own prompt sentences and,
 the node's own espeak-ng speech); its probability takes the similarity's place in the same rule and
 the same folds; --mined BAR adds the windows the head scores over BAR in the half of the negative
 streams a verifier's rows do not score (the household's speech as the node could keep it while it
-listens). Not in the node; models/EVALUATION.md has its figures.
+listens). Not in the node; models/EVALUATION.md has its figures. --verifier head puts a personal
+head in its place (enroll_personal.py: the shipped head fine-tuned on the same examples; floors from 0,
+so it may wake on its own); RULE-ENROLL-V3.md ruled it out.
 """
 import argparse
 import json
