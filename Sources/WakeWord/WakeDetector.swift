@@ -111,8 +111,15 @@ public final class WakeDetector {
     private var scoresCurrent = false
     private var thresholdLogits: [Float]
     /// Lowers every threshold by this many logits while it is set: the node's own voice, though
-    /// cancelled, leaves a residue that takes a trigger said over it a little below its bar.
-    public var thresholdRelief: Float = 0
+    /// cancelled, leaves a residue that takes a trigger said over it a little below its bar. When
+    /// it rises, the steps of the last `lookback.milliseconds` that were heard under relief are
+    /// judged again at the new one (WakeLookback: a barge-in's relief reaches back before it).
+    public var thresholdRelief: Float = 0 {
+        didSet { if thresholdRelief > oldValue { lookbackDue = true } }
+    }
+    /// The last second of steps, for a relief that rises.
+    public var lookback = WakeLookback()
+    private var lookbackDue = false
     /// Per model, the household's takes (`wake enroll`): a step over the enrollment's floor whose
     /// window is near a take counts as over the threshold (WakeEnrollment's rule). Set with `enroll`.
     public var enrollments: [WakeEnrollment?] { verifiers.map { $0?.enrollment } }
@@ -213,6 +220,8 @@ public final class WakeDetector {
         refractory.reset()
         confirmation.reset()
         pending = nil
+        lookback.removeAll()
+        lookbackDue = false
     }
 
     /// Feeds 16 kHz mono samples; returns the wakes they complete. `onScores`, when given, sees
@@ -246,11 +255,19 @@ public final class WakeDetector {
             let near: [Float?] = verifiers.indices.map { verifiers[$0] == nil ? nil : nearest($0) }
             onScores(StepScores(ms: ms, scores: scoreBuffer, nearest: near))
         }
+        let relief = thresholdRelief
+        if lookbackDue {
+            lookbackDue = false
+            if pending == nil, let b = lookback.bid(thresholdLogits: thresholdLogits, required: confirmation.required, relief: relief),
+               b.ms >= warmupMilliseconds, refractory.lastMilliseconds.map({ b.ms - $0 >= refractory.periodMilliseconds }) ?? true {
+                pending = (b.ms, b.model, b.margin, b.score)
+            }
+        }
+        lookback.record(WakeLookback.Step(ms: ms, scores: scoreBuffer, relief: relief))
         if let p = pending, ms - p.ms >= decisionMilliseconds, let d = decide() { found.append(d) }
         // Of the models over their threshold for long enough, the one furthest over (in logits) bids.
         var best = -1
         var bestMargin: Float = 0
-        let relief = thresholdRelief
         for i in 0..<heads.count where confirmation.step(i, over: isOver(i, relief)) {
             let margin = Self.logit(scoreBuffer[i]) - thresholdLogits[i]
             if best < 0 || margin > bestMargin { best = i; bestMargin = margin }

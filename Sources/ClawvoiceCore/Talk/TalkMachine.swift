@@ -42,7 +42,9 @@ public struct TalkMachine: Sendable {
         public var wakeReliefTailMs = 1000
         /// The relief for `wakeReliefTailMs` after voice barged in over the loudspeaker: someone
         /// is talking, and a trigger whose first syllable was under the echo scored 0.71-0.75
-        /// against 0.82 after its barge-in stopped the reply (WakeOverReplyTests' misses).
+        /// against 0.82 after its barge-in stopped the reply (WakeOverReplyTests' misses). The wake
+        /// detector also judges the second before it again at this relief (WakeLookback): the
+        /// barge-in fires only after the talking began, sometimes after the trigger's peak.
         public var wakeReliefAfterBargeIn = 1.0
         public var speakerTailMs = 300
         public var speakReplies = true
