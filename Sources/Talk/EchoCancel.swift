@@ -249,6 +249,10 @@ package final class CaptureCleaner {
     private(set) var cancelledFrames = 0
     private let reference: EchoReference
     private var cursor = ReferenceCursor()
+    /// The linear canceller's reference: each clip's delay, read from its echo.
+    private var alignment = EchoAlignment()
+    private var alignedClip = -1
+    private var linearEnd = 0
     private var clock = FrameClock()
     private var base: ContinuousClock.Instant?
     /// The speaker's and the microphone's buffering: how late the echo reaches the microphone.
@@ -276,9 +280,22 @@ package final class CaptureCleaner {
         let d = observed - base
         let at = clock.end(observed: EchoReference.index(d), count: n)
         let t = base + EchoReference.duration(samples: at)
-        guard let p = reference.position(at: t, span: EchoReference.duration(samples: n)) else { return clean(frame, far: [Int16](repeating: 0, count: n)) }
+        let silence = [Int16](repeating: 0, count: n)
+        guard let p = reference.position(at: t, span: EchoReference.duration(samples: n)) else { return clean(frame, far: silence, linearFar: silence) }
         let end = cursor.end(target: p.index, clip: p.clip, count: n)
-        return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n))
+        // The linear filter's reference runs on one frame per frame from where the clip began,
+        // unsteered, and is moved onto the echo's own delay (EchoAlignment; negative: read ahead in
+        // the clip); silence while the filter is held.
+        if p.clip != alignedClip {
+            alignedClip = p.clip
+            linearEnd = end
+            alignment.beginClip()
+        } else {
+            linearEnd += n
+        }
+        alignment.push(near: frame.samples, far: reference.samples(clip: p.clip, endingAt: linearEnd, count: n))
+        let linearFar = alignment.referenceDelay.map { reference.samples(clip: p.clip, endingAt: linearEnd - $0, count: n) } ?? silence
+        return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n), linearFar: linearFar)
     }
 
     /// The capture lost audio: its clock starts afresh.
@@ -291,7 +308,11 @@ package final class CaptureCleaner {
     /// recorded: by webrtc (delayed by `delayMs` inside it) and by the linear canceller, whose
     /// filter spans 0–120 ms of echo delay after `far`, so both the configured 60 ms and the
     /// rooms' measured 40 ms fall inside it.
-    package func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame {
+    package func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame { clean(frame, far: far, linearFar: far) }
+
+    /// As above, with the linear canceller's reference apart (`linearFar`: placed by the echo's
+    /// measured delay, or silence while the filter is held).
+    func clean(_ frame: PCMBuffer, far: [Int16], linearFar: [Int16]) -> CleanedFrame {
         let farSilent = !far.contains(where: { $0 != 0 })
         let quietBefore = farQuietSamples
         farQuietSamples = farSilent ? farQuietSamples + far.count : 0
@@ -310,7 +331,7 @@ package final class CaptureCleaner {
         } catch {}
         let lin = linear ?? SpeexEchoCanceller()
         linear = lin
-        let linearOut = lin.process(near: frame.samples, far: far)
+        let linearOut = lin.process(near: frame.samples, far: linearFar)
         // With nothing played for longer than the filter's span there is no echo to take out, and
         // the heads hear better through the noise suppressor (more wakes with the speaker silent):
         // the detectors get the linear path only while an echo can be in the frame, and for a
