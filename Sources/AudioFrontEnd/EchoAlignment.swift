@@ -76,6 +76,16 @@ public struct EchoAlignment: Sendable {
         previous = d
     }
 
+    /// One capture frame: learns from it and gives the linear filter's reference for it.
+    /// `end`: where the frame ends in the clip, run on one frame per frame from the clip's start;
+    /// `read(e)`: the clip's `near.count` samples ending at index `e` (zeros outside what played).
+    public mutating func reference(near n: [Int16], end: Int, read: (Int) -> [Int16]) -> [Int16] {
+        let asPlayed = read(end)
+        push(near: n, far: asPlayed)
+        guard let d = referenceDelay else { return [Int16](repeating: 0, count: n.count) }
+        return d == 0 ? asPlayed : read(end - d)
+    }
+
     /// The lag (samples, 0..<maxLag) at which `near` best follows `far`, by GCC-PHAT; nil when the
     /// peak does not stand out (no echo, or the reference silent).
     public static func delay(near: [Int16], far: [Int16]) -> Int? {

@@ -293,8 +293,7 @@ package final class CaptureCleaner {
         } else {
             linearEnd += n
         }
-        alignment.push(near: frame.samples, far: reference.samples(clip: p.clip, endingAt: linearEnd, count: n))
-        let linearFar = alignment.referenceDelay.map { reference.samples(clip: p.clip, endingAt: linearEnd - $0, count: n) } ?? silence
+        let linearFar = alignment.reference(near: frame.samples, end: linearEnd) { reference.samples(clip: p.clip, endingAt: $0, count: n) }
         return clean(frame, far: reference.samples(clip: p.clip, endingAt: end, count: n), linearFar: linearFar)
     }
 
@@ -304,14 +303,14 @@ package final class CaptureCleaner {
         base = nil
     }
 
-    /// The frame cleaned against `far`, the speaker's samples that were playing while it was
-    /// recorded: by webrtc (delayed by `delayMs` inside it) and by the linear canceller, whose
-    /// filter spans 0–120 ms of echo delay after `far`, so both the configured 60 ms and the
-    /// rooms' measured 40 ms fall inside it.
+    /// The frame cleaned by both cancellers against the same `far` (the echo room's recordings and
+    /// tests, whose reference is already where the frames were recorded).
     package func clean(_ frame: PCMBuffer, far: [Int16]) -> CleanedFrame { clean(frame, far: far, linearFar: far) }
 
-    /// As above, with the linear canceller's reference apart (`linearFar`: placed by the echo's
-    /// measured delay, or silence while the filter is held).
+    /// The frame cleaned against `far`, the speaker's samples that were playing while it was
+    /// recorded, by webrtc (delayed by `delayMs` inside it), and against `linearFar` by the linear
+    /// canceller, whose filter spans 0–120 ms of echo after it (`linearFar`: moved by the clip's
+    /// measured echo delay, EchoAlignment, or silence while the filter is held).
     func clean(_ frame: PCMBuffer, far: [Int16], linearFar: [Int16]) -> CleanedFrame {
         let farSilent = !far.contains(where: { $0 != 0 })
         let quietBefore = farQuietSamples

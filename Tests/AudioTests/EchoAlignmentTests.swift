@@ -4,6 +4,7 @@
 
 import Audio
 import AudioFrontEnd
+import Foundation
 import Testing
 
 @Suite struct EchoAlignmentTests {
@@ -68,5 +69,51 @@ import Testing
         var fresh = EchoAlignment()
         #expect(Self.feed(&fresh, near: noise, far: far).allSatisfy { $0 == 0 })
         #expect(fresh.target == nil)
+    }
+
+    /// Nine replies through the simulated room, each with its echo a different 28-39 ms late (the
+    /// live room's spread, WakeOverReplyTests), through speexdsp with each clip's reference as
+    /// played and through EchoAlignment as CaptureCleaner uses it: the echo taken out 1.5-2.5 s
+    /// into each reply after the first (where the test's triggers fall), in dB.
+    static func replies() throws -> (asPlayed: [Double], aligned: [Double]) {
+        let far = try Self.far.get()
+        let delays = [32.6, 30.2, 39.1, 33.6, 30.6, 38.4, 38.2, 28.2, 33.0].map { Int($0 * 16) }
+        let plain = SpeexEchoCanceller(), moved = SpeexEchoCanceller()
+        var alignment = EchoAlignment()
+        var asPlayed: [Double] = [], aligned: [Double] = []
+        let gap = [Int16](repeating: 0, count: 320)
+        for (k, delay) in delays.enumerated() {
+            let mic = AudioFrontEndTests.room(far, delay: delay)
+            alignment.beginClip()
+            var mine = 0.0, plainLeft = 0.0, movedLeft = 0.0
+            var i = 0
+            while i + 320 <= far.count {
+                let near = Array(mic[i..<i + 320])
+                let a = plain.process(near: near, far: Array(far[i..<i + 320]))
+                let ref = alignment.reference(near: near, end: i + 320) { e in (e - 320..<e).map { $0 >= 0 && $0 < far.count ? far[$0] : 0 } }
+                let b = moved.process(near: near, far: ref)
+                if i >= 24_000 && i < 40_000 {
+                    mine += near.reduce(0.0) { $0 + Double($1) * Double($1) }
+                    plainLeft += a.reduce(0.0) { $0 + Double($1) * Double($1) }
+                    movedLeft += b.reduce(0.0) { $0 + Double($1) * Double($1) }
+                }
+                i += 320
+            }
+            for _ in 0..<15 { _ = plain.process(near: gap, far: gap); _ = moved.process(near: gap, far: gap) }   // 0.3 s between replies
+            if k > 0 {
+                asPlayed.append(10 * log10(mine / max(plainLeft, 1)))
+                aligned.append(10 * log10(mine / max(movedLeft, 1)))
+            }
+        }
+        return (asPlayed, aligned)
+    }
+
+    @Test func `replies whose echo delay differs are met where the filter learnt the first`() throws {
+        let (asPlayed, aligned) = try Self.replies()
+        func f(_ xs: [Double]) -> String { xs.map { String(format: "%.1f", $0) }.joined(separator: ", ") }
+        print("echo alignment: 1.5-2.5 s into replies 2-9, dB taken out: as played \(f(asPlayed)); aligned \(f(aligned))")
+        let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
+        #expect(median(aligned) >= median(asPlayed) + 6, "as played \(f(asPlayed)); aligned \(f(aligned))")
+        #expect(aligned.allSatisfy { $0 >= 15 }, "aligned \(f(aligned))")
     }
 }
