@@ -94,10 +94,13 @@ public actor SpeechOutput {
     private var onSpeaking: (@Sendable (Bool) -> Void)?
     public func observeSpeaking(_ f: @escaping @Sendable (Bool) -> Void) { onSpeaking = f }
     private var lastAudibleAt: ContinuousClock.Instant?
+    /// When the clip playing now began (the latest, when a cue plays over speech).
+    private var clipStartedAt: ContinuousClock.Instant?
 
     /// Plays on the sink, keeping track of when audio was last coming out of the speaker.
     private func playOnSink(_ pcm: PCMBuffer) async throws -> Bool {
         playing += 1
+        clipStartedAt = ContinuousClock.now
         if playing == 1 { onSpeaking?(true) }
         defer {
             playing -= 1
@@ -124,10 +127,12 @@ public actor SpeechOutput {
 
     /// The speaker for the talk machine: playing now, and how long since it last stopped.
     public func speakerState() -> SpeakerState {
-        guard let last = lastAudibleAt else { return SpeakerState(playing: playing > 0, msSinceStopped: nil) }
-        let d = ContinuousClock.now - last
-        return SpeakerState(playing: playing > 0,
-                            msSinceStopped: d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
+        func ms(since t: ContinuousClock.Instant) -> Int64 {
+            let d = ContinuousClock.now - t
+            return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        }
+        let intoClip = playing > 0 ? clipStartedAt.map(ms(since:)) : nil
+        return SpeakerState(playing: playing > 0, msSinceStopped: lastAudibleAt.map(ms(since:)), msIntoClip: intoClip)
     }
 
     private func release() {

@@ -38,6 +38,35 @@ import Testing
         #expect(q.m.bargeIns == 0)
     }
 
+    /// In a clip's first second the canceller may still be finding the clip's echo delay and let
+    /// the echo through for up to 160 ms: barge-in then needs 300 ms of voice; after it, 120 ms again.
+    @Test func aClipsFirstSecondNeedsLongerVoiceToBargeIn() {
+        var s = TalkMachine.Settings()
+        s.echoCancelled = true
+        func bargeIns(frames: Int, startingMsIntoClip start: Int64) -> Int {
+            var d = MachineDriver(settings: s)
+            for i in 0..<frames {
+                d.now += 20
+                d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true, msIntoClip: start + Int64(i) * 20)))
+            }
+            return d.m.bargeIns
+        }
+        // The leak's length (160 ms) 0.6 s into a clip: not a barge-in.
+        #expect(bargeIns(frames: 8, startingMsIntoClip: 600) == 0)
+        // Someone talking over it for 300 ms (fifteen frames) is.
+        #expect(bargeIns(frames: 15, startingMsIntoClip: 600) == 1)
+        // From a second into the clip, 120 ms again.
+        #expect(bargeIns(frames: 6, startingMsIntoClip: 1_000) == 1)
+        // Not known how long the clip has played (an older speaker): 120 ms, as before.
+        var d = MachineDriver(settings: s)
+        for _ in 0..<6 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }
+        #expect(d.m.bargeIns == 1)
+        // On a headset the clip's age changes nothing: 300 ms there always.
+        s.headset = true
+        #expect(bargeIns(frames: 14, startingMsIntoClip: 1_500) == 0)
+        #expect(bargeIns(frames: 16, startingMsIntoClip: 1_500) == 1)
+    }
+
     /// Issue 22 item 5: the wake thresholds relax while an echo-cancelled loudspeaker speaks
     /// and for its tail, and more for the tail after voice barged in over it (a trigger whose
     /// first syllable was under the echo then scores less than one said in the clear).

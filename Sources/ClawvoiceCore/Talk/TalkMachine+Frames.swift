@@ -45,7 +45,7 @@ extension TalkMachine {
                 if clean {
                     speakingNow = true
                     if settings.stopWordEnabled { out.append(.listenForStop(frame)) }
-                    if settings.interruptOnSpeech { bargeIn(frame, nowMs: nowMs, out: &out) }
+                    if settings.interruptOnSpeech { bargeIn(frame, speaker: speaker, nowMs: nowMs, out: &out) }
                 } else {
                     // Loudspeaker: the microphone hears the assistant; keep that out of pre-roll and wake.
                     gatedFrames += 1
@@ -75,12 +75,14 @@ extension TalkMachine {
     }
 
     /// Sustained voice while the assistant speaks into a headset stops it, and the next prompt says where.
-    mutating func bargeIn(_ frame: PCMBuffer, nowMs: Int64, out: inout [Action]) {
+    mutating func bargeIn(_ frame: PCMBuffer, speaker: SpeakerState, nowMs: Int64, out: inout [Action]) {
         let dbfs = 20 * log10(max(frame.rms, 1e-5))
         let ms = Int(frame.durationMilliseconds.rounded())
         let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
         bargeVoiceMs = dbfs >= bar ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
-        guard bargeVoiceMs >= (settings.headset ? settings.bargeInMs : settings.echoBargeInMs) else { return }
+        let settling = speaker.msIntoClip.map { $0 < settings.echoSettleMs } ?? false
+        let needed = settings.headset ? settings.bargeInMs : (settling ? settings.echoSettleBargeInMs : settings.echoBargeInMs)
+        guard bargeVoiceMs >= needed else { return }
         bargeVoiceMs = 0
         bargeIns += 1
         bargedInAtMs = nowMs

@@ -35,6 +35,13 @@ public struct TalkMachine: Sendable {
         /// Voice that barges in over an echo-cancelled loudspeaker (shorter than on a headset: the
         /// canceller's suppressor already swallowed the first syllable).
         public var echoBargeInMs = 120
+        /// For this long after a clip starts, voice over an echo-cancelled loudspeaker must last
+        /// `echoSettleBargeInMs` to barge in: each clip reaches the microphone a few milliseconds
+        /// earlier or later than the last, and webrtc's canceller, finding the new delay 0.5-0.9 s
+        /// in, lets the echo through at -35 to -44 dBFS for up to 160 ms at a time. That stopped
+        /// about one reply in ten by itself (docs/measurements.md, "A reply that stopped itself").
+        public var echoSettleMs: Int64 = 1000
+        public var echoSettleBargeInMs = 300
         /// Wake thresholds lower by this many logits while an echo-cancelled loudspeaker plays
         /// and `wakeReliefTailMs` after (0 turns it off): at 0 dB under the node's own voice a
         /// trigger scored 0.76–0.80 against computer's 0.82 (WakeOverReplyTests).

@@ -52,9 +52,12 @@ public struct SpeakerState: Sendable, Equatable {
     public var playing: Bool
     /// How long ago it last stopped (nil: never played).
     public var msSinceStopped: Int64?
-    public init(playing: Bool = false, msSinceStopped: Int64? = nil) {
+    /// How long the clip playing now has been playing (nil: nothing plays, or not known).
+    public var msIntoClip: Int64?
+    public init(playing: Bool = false, msSinceStopped: Int64? = nil, msIntoClip: Int64? = nil) {
         self.playing = playing
         self.msSinceStopped = msSinceStopped
+        self.msIntoClip = msIntoClip
     }
     public static let silent = SpeakerState()
 
