@@ -94,13 +94,18 @@ public actor SpeechOutput {
     private var onSpeaking: (@Sendable (Bool) -> Void)?
     public func observeSpeaking(_ f: @escaping @Sendable (Bool) -> Void) { onSpeaking = f }
     private var lastAudibleAt: ContinuousClock.Instant?
-    /// When the clip playing now began (the latest, when a cue plays over speech).
+    /// When the clip playing now (or the last one) began (the latest, when a cue plays over
+    /// speech), what it says and how long it is: the talk machine knows its own words by them.
     private var clipStartedAt: ContinuousClock.Instant?
+    private var clipText: String?
+    private var clipMs: Double?
 
     /// Plays on the sink, keeping track of when audio was last coming out of the speaker.
-    private func playOnSink(_ pcm: PCMBuffer) async throws -> Bool {
+    private func playOnSink(_ pcm: PCMBuffer, saying text: String?) async throws -> Bool {
         playing += 1
         clipStartedAt = ContinuousClock.now
+        clipText = text
+        clipMs = pcm.durationMilliseconds
         if playing == 1 { onSpeaking?(true) }
         defer {
             playing -= 1
@@ -114,7 +119,7 @@ public actor SpeechOutput {
     /// Skipped when `current` says the cue is late (a stop came after the machine asked for it).
     public func playCue(_ pcm: PCMBuffer, if current: @Sendable () -> Bool = { true }) async -> Bool {
         guard current() else { return false }
-        return (try? await playOnSink(pcm)) ?? false
+        return (try? await playOnSink(pcm, saying: nil)) ?? false
     }
 
     /// Whether the speaker is playing now, or stopped less than `tailMs` ago (the room's echo
@@ -131,8 +136,8 @@ public actor SpeechOutput {
             let d = ContinuousClock.now - t
             return d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
         }
-        let intoClip = playing > 0 ? clipStartedAt.map(ms(since:)) : nil
-        return SpeakerState(playing: playing > 0, msSinceStopped: lastAudibleAt.map(ms(since:)), msIntoClip: intoClip)
+        return SpeakerState(playing: playing > 0, msSinceStopped: lastAudibleAt.map(ms(since:)),
+                            msIntoClip: clipStartedAt.map(ms(since:)), saying: clipText, clipMs: clipMs)
     }
 
     private func release() {
@@ -209,7 +214,7 @@ public actor SpeechOutput {
         guard let pcm = prepared.pcm else { return prepared.report }
         var report = prepared.report
         do {
-            let finished = try await playOnSink(pcm)
+            let finished = try await playOnSink(pcm, saying: prepared.text)
             report.outcome = finished && !c.isStopped ? .finished : .stopped
         } catch {
             if c.isStopped { return stoppedReport() }
@@ -249,7 +254,7 @@ public actor SpeechOutput {
                 guard !c.isStopped else { return stoppedReport() }
                 do {
                     let began = ContinuousClock.now
-                    let finished = try await playOnSink(pcm)
+                    let finished = try await playOnSink(pcm, saying: spoken)
                     let done = finished && !c.isStopped
                     return SpeechReport(engine: "gateway", provider: provider, outputFormat: format,
                                         outcome: done ? .finished : .stopped,
@@ -270,7 +275,7 @@ public actor SpeechOutput {
             let pcm = try await Self.synthesize(spoken, voice)
             guard !c.isStopped else { return stoppedReport() }
             let began = ContinuousClock.now
-            let finished = try await playOnSink(pcm)
+            let finished = try await playOnSink(pcm, saying: spoken)
             let done = finished && !c.isStopped
             return SpeechReport(engine: "espeak-ng", fallbackReason: fallbackReason, outcome: done ? .finished : .stopped,
                                 durationMs: done ? pcm.durationMilliseconds : Self.played(pcm, since: began))

@@ -10,6 +10,7 @@ extension TalkMachine {
     mutating func frame_(_ frame: PCMBuffer, speaker: SpeakerState, voice: Double?, nowMs: Int64, out: inout [Action]) {
         // Muted: nothing hears the frame (no capture, pre-roll, wake or barge-in).
         speakingNow = false
+        heardSpeaker = speaker
         // During a call the microphone belongs to the call: no capture, wake or barge-in here.
         if muted || call != nil { return }
         switch phase {
@@ -66,6 +67,16 @@ extension TalkMachine {
         }
     }
 
+    /// Whether a detection of `phrase` is the node's own voice: on an echo-cancelled loudspeaker,
+    /// the clip playing (or just played) says it about now (OwnWords). A headset's microphone
+    /// does not hear the node.
+    mutating func ownWord(_ phrase: String, out: inout [Action]) -> Bool {
+        guard settings.echoCancelled, !settings.headset, OwnWords.saying(phrase, speaker: heardSpeaker) else { return false }
+        ownWordsIgnored += 1
+        out.append(.log(.info, "talk", "heard \"\(phrase)\" while the node itself was saying it: ignored"))
+        return true
+    }
+
     /// Whether the wake detector hears this idle frame.
     func wakeListens(speaking: Bool, nowMs: Int64) -> Bool {
         guard settings.wakeEnabled, deferred.isEmpty else { return false }
@@ -80,7 +91,7 @@ extension TalkMachine {
         let ms = Int(frame.durationMilliseconds.rounded())
         let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
         bargeVoiceMs = dbfs >= bar ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
-        let settling = speaker.msIntoClip.map { $0 < settings.echoSettleMs } ?? false
+        let settling = speaker.playing && (speaker.msIntoClip.map { $0 < settings.echoSettleMs } ?? false)
         let needed = settings.headset ? settings.bargeInMs : (settling ? settings.echoSettleBargeInMs : settings.echoBargeInMs)
         guard bargeVoiceMs >= needed else { return }
         bargeVoiceMs = 0
@@ -135,6 +146,7 @@ extension TalkMachine {
             out.append(.wakeOutcome("busy"))
             return
         }
+        if ownWord(phrase, out: &out) { out.append(.wakeOutcome("ignored: the node was saying it")); return }
         if callWakeStarts(phrase: phrase, out: &out) { return }
         if let e = notReady() {
             out.append(.cue(.error))

@@ -277,6 +277,10 @@ public struct TalkMachine: Sendable {
     public internal(set) var call: String?
     /// The last frame arrived while the node was speaking, idle, on a clean channel.
     var speakingNow = false
+    /// The speaker as the last frame found it: what the node was saying (OwnWords).
+    var heardSpeaker = SpeakerState.silent
+    /// Detections of a word the node itself was saying on the loudspeaker, ignored.
+    public internal(set) var ownWordsIgnored = 0
     /// What the last `wakeRelief` action said.
     var wakeRelief = 0.0
     /// When voice last barged in over the speaker.
@@ -357,6 +361,7 @@ public struct TalkMachine: Sendable {
                 out.append(.log(.debug, "talk", "stop word heard while not speaking: ignored"))
                 break
             }
+            if ownWord("stop", out: &out) { break }
             stopWords += 1
             bargeVoiceMs = 0
             speakingNow = false

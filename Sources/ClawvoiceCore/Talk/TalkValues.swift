@@ -52,12 +52,17 @@ public struct SpeakerState: Sendable, Equatable {
     public var playing: Bool
     /// How long ago it last stopped (nil: never played).
     public var msSinceStopped: Int64?
-    /// How long the clip playing now has been playing (nil: nothing plays, or not known).
+    /// How long ago the clip playing now (or the last one played) began (nil: not known).
     public var msIntoClip: Int64?
-    public init(playing: Bool = false, msSinceStopped: Int64? = nil, msIntoClip: Int64? = nil) {
+    /// The text that clip says (nil: a sound, or not known) and its length in milliseconds.
+    public var saying: String?
+    public var clipMs: Double?
+    public init(playing: Bool = false, msSinceStopped: Int64? = nil, msIntoClip: Int64? = nil, saying: String? = nil, clipMs: Double? = nil) {
         self.playing = playing
         self.msSinceStopped = msSinceStopped
         self.msIntoClip = msIntoClip
+        self.saying = saying
+        self.clipMs = clipMs
     }
     public static let silent = SpeakerState()
 
