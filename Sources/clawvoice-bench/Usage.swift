@@ -20,6 +20,9 @@ enum BenchUsage {
            clawvoice-bench --ptt-only --ptt-cycles N      the push-to-talk turns alone
            clawvoice-bench --wake-over-reply [--tries N]  a real daemon on a loudspeaker: a trigger
                                                           said over its reply becomes one turn
+           clawvoice-bench --own-words [--tries N]        the same daemon speaks replies that say
+                                                          "computer" and "stop": it must neither
+                                                          wake nor stop itself
            clawvoice-bench --calls [--rounds N] [--json]   a realtime call per path (WebRTC via the
                                                           aiortc peer, the gateway relay): reply
                                                           latency, the node's share, barge-in, CPU
@@ -33,12 +36,13 @@ enum BenchUsage {
       --sentences N     sentences per table (defaults: --vad 40 per voice, --endpoint 300, --tune 160)
       --seconds N       the idle window for --idle (default 30)
       --ptt-cycles N    push-to-talk turns (default 1,000 in the whole run)
-      --tries N         triggers over the reply for --wake-over-reply (default 9)
+      --tries N         triggers over the reply for --wake-over-reply (default 9), replies for
+                        --own-words (default 8)
       -h, --help        this text
     Build it with -c release for figures worth quoting: swift run -c release clawvoice-bench
     """
 
-    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only", "--calls", "--wake-over-reply"]
+    static let flags: Set<String> = ["--json", "--wake-only", "--echo-only", "--vad", "--endpoint", "--tune", "--idle", "--ptt-only", "--live-only", "--calls", "--wake-over-reply", "--own-words"]
     /// Options followed by a value, and whether the value must be a number.
     static let valued: [String: Bool] = ["--rounds": true, "--minutes": true, "--sentences": true, "--recording": false,
                                                 "--seconds": true, "--ptt-cycles": true, "--tries": true, "--turn-features": false]

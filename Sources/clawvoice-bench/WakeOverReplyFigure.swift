@@ -73,7 +73,7 @@ func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws ->
 
 /// A child process with the daemon's environment; `stdin`: a pipe to write to; its output
 /// readable once it has ended.
-private func run(_ exe: String, _ args: [String], env: [String: String], stdin: Bool = false) throws -> (process: Process, input: FileHandle?, output: FileHandle?) {
+func run(_ exe: String, _ args: [String], env: [String: String], stdin: Bool = false) throws -> (process: Process, input: FileHandle?, output: FileHandle?) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: exe)
     p.arguments = args

@@ -130,6 +130,12 @@ if args.contains("--wake-over-reply") {
     try await measureOnPrivatePulse(digits: 0, baselineDigits: 0) { try await wakeOverReplyFigures(tries: tries, pulse: $0) }
 }
 
+// `--own-words [--tries N]`: replies that say the trigger and "stop" themselves (OwnWordsFigure.swift).
+if args.contains("--own-words") {
+    let tries = args.firstIndex(of: "--tries").flatMap { i in args.dropFirst(i - args.startIndex + 1).first.flatMap { Int($0) } } ?? 8
+    try await measureOnPrivatePulse(digits: 0, baselineDigits: 0) { try await ownWordsFigures(tries: tries, pulse: $0) }
+}
+
 // `--calls [--rounds N]`: a realtime call's figures per path (CallFigures.swift, CallBench.swift).
 if args.contains("--calls") {
     try await measureOnPrivatePulse(digits: 1, baselineDigits: 0) { try await callFigures(rounds: rounds, pulse: $0) }
