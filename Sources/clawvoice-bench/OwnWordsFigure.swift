@@ -36,7 +36,8 @@ func ownWordsFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Fig
         let before = await daemon.gateway.requests(method: "chat.send").count
         let say = try run(daemon.binary, ["say", "--local", ownWordsReplies[reply]], env: daemon.environment)
         say.process.waitUntilExit()
-        try await Task.sleep(for: .seconds(3))   // a wake near the end would have sent its turn by now
+        // A wake capture ends on silence (5 s when only the trigger was heard) and sends its turn then.
+        try await Task.sleep(for: .seconds(6))
         let n = await daemon.gateway.requests(method: "chat.send").count - before
         if n > 0 { woke += 1; _ = try? run(daemon.binary, ["stop"], env: daemon.environment).process.waitUntilExit() }
         // What the daemon said it spoke ("spoke 8.73 s via espeak-ng").
