@@ -18,15 +18,10 @@ let ownWordsReplies = [
 ]
 
 func ownWordsFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Figure] {
-    let config = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-bench-own-\(UUID().uuidString.prefix(8)).json5").path
-    try Data("{ talk: { speakReplies: false } }\n".utf8).write(to: URL(fileURLWithPath: config))
-    defer { try? FileManager.default.removeItem(atPath: config) }
-    let daemon = try await DaemonUnderTest(pulse: pulse, extraEnv: ["CLAWVOICE_CONFIG": config])
-    defer { daemon.stop() }
-    await daemon.gateway.setTriggers(["computer"])
-    let room = try LoopbackRoom.load(server: pulse.server)
-    defer { room.unload() }
-    try await Task.sleep(for: .seconds(3))   // models loaded, triggers fetched
+    try await withLoopbackDaemon(pulse: pulse) { try await ownWords(tries: tries, daemon: $0) }
+}
+
+private func ownWords(tries: Int, daemon: DaemonUnderTest) async throws -> [Figure] {
 
     var woke = 0, cut = 0
     var longest: [Int: Double] = [:]

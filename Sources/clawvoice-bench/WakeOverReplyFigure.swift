@@ -13,8 +13,10 @@ import Foundation
 import LoopbackGateway
 import NodeRuntime
 
-func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Figure] {
-    let config = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-bench-wor-\(UUID().uuidString.prefix(8)).json5").path
+/// `body` run against a daemon whose speaker is looped into its microphone: default config but
+/// for replies not spoken, wake trigger "computer", its models loaded and triggers fetched.
+func withLoopbackDaemon<T>(pulse: PrivatePulseServer, _ body: (DaemonUnderTest) async throws -> T) async throws -> T {
+    let config = FileManager.default.temporaryDirectory.appendingPathComponent("clawvoice-bench-room-\(UUID().uuidString.prefix(8)).json5").path
     try Data("{ talk: { speakReplies: false } }\n".utf8).write(to: URL(fileURLWithPath: config))
     defer { try? FileManager.default.removeItem(atPath: config) }
     let daemon = try await DaemonUnderTest(pulse: pulse, extraEnv: ["CLAWVOICE_CONFIG": config])
@@ -22,8 +24,16 @@ func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws ->
     await daemon.gateway.setTriggers(["computer"])
     let room = try LoopbackRoom.load(server: pulse.server)
     defer { room.unload() }
-    let said = try WakeOverReplyScenario.trigger().samples
     try await Task.sleep(for: .seconds(3))   // models loaded, triggers fetched
+    return try await body(daemon)
+}
+
+func wakeOverReplyFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Figure] {
+    try await withLoopbackDaemon(pulse: pulse) { try await wakeOverReply(tries: tries, daemon: $0) }
+}
+
+private func wakeOverReply(tries: Int, daemon: DaemonUnderTest) async throws -> [Figure] {
+    let said = try WakeOverReplyScenario.trigger().samples
 
     var hits = 0, doubles = 0, void = 0
     var notes: [String] = []
