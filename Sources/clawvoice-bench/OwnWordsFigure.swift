@@ -22,7 +22,6 @@ func ownWordsFigures(tries: Int, pulse: PrivatePulseServer) async throws -> [Fig
 }
 
 private func ownWords(tries: Int, daemon: DaemonUnderTest) async throws -> [Figure] {
-
     var woke = 0, cut = 0
     var longest: [Int: Double] = [:]
     var spoken: [(reply: Int, seconds: Double)] = []
@@ -35,9 +34,8 @@ private func ownWords(tries: Int, daemon: DaemonUnderTest) async throws -> [Figu
         try await Task.sleep(for: .seconds(6))
         let n = await daemon.gateway.requests(method: "chat.send").count - before
         if n > 0 { woke += 1; _ = try? run(daemon.binary, ["stop"], env: daemon.environment).process.waitUntilExit() }
-        // What the daemon said it spoke ("spoke 8.73 s via espeak-ng").
         let text = String(decoding: (try? say.output?.readToEnd()) ?? Data(), as: UTF8.self)
-        let seconds = text.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0
+        let seconds = spokeSeconds(text)
         longest[reply] = max(longest[reply] ?? 0, seconds)
         spoken.append((reply, seconds))
         note("own words: try \(k + 1) of \(tries): \(n) turn(s); the daemon \(text.trimmingCharacters(in: .whitespacesAndNewlines))")

@@ -61,7 +61,7 @@ private func wakeOverReply(tries: Int, daemon: DaemonUnderTest) async throws -> 
         // The reply was still playing when the trigger began: it spoke at least until then, less
         // the time espeak-ng took to start (under half a second here). Otherwise something else
         // stopped it first and the try says nothing about a trigger over the reply.
-        let seconds = spoke.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0
+        let seconds = spokeSeconds(spoke)
         let overReply = seconds >= Double(ms(WakeOverReplyScenario.delay(try: k))) / 1000 - 0.5
         let n = await daemon.gateway.requests(method: "chat.send").count - before
         if !overReply {
@@ -79,6 +79,11 @@ private func wakeOverReply(tries: Int, daemon: DaemonUnderTest) async throws -> 
         Figure(name: "wake_over_reply_double_turns", value: Double(doubles), unit: "tries", baseline: nil, ratio: nil,
                detail: "tries in which one trigger became more than one turn (goal 0)"),
     ]
+}
+
+/// The seconds in `clawvoice say`'s "spoke 2.31 s via espeak-ng" (0 when it said nothing).
+func spokeSeconds(_ line: String) -> Double {
+    line.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0
 }
 
 /// A child process with the daemon's environment; `stdin`: a pipe to write to; its output

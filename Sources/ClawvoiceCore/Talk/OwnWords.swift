@@ -48,9 +48,10 @@ public enum OwnWords {
     /// characters; the windows cover a clip whose pace is uneven, and a detector that fires up to
     /// a second after the word).
     public static func saying(_ phrase: String, speaker: SpeakerState, beforeMs: Double = 2_000, afterMs: Double = 2_500) -> Bool {
-        guard let text = speaker.saying, let clipMs = speaker.clipMs else { return false }
-        // After the clip, for the echo's tail and the detector's delay.
-        guard let into = speaker.msIntoClip, speaker.playing || (speaker.msSinceStopped.map { Double($0) < afterMs } ?? false) else { return false }
+        guard let text = speaker.saying, let clipMs = speaker.clipMs, let into = speaker.msIntoClip else { return false }
+        // Once the clip has stopped, only for the echo's tail and the detector's delay.
+        let recent = speaker.playing || (speaker.msSinceStopped.map { Double($0) < afterMs } ?? false)
+        guard recent else { return false }
         let at = Double(into)
         return offsets(of: phrase, in: text).contains { f in
             let said = f * clipMs
