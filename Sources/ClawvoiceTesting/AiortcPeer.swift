@@ -123,6 +123,18 @@ public final class AiortcPeer: Sendable {
     /// GET /stats, or nil when the peer cannot be reached.
     public func stats() async -> JSONValue? { try? await request("GET", "/stats") }
 
+    /// GET /stats until `enough` holds or `seconds` pass; the last stats read. On a loaded machine the
+    /// Python peer can lag a second or more behind the media it is sent, then catch up at once.
+    public func stats(within seconds: Double, until enough: (JSONValue) -> Bool) async -> JSONValue? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        var last = await stats()
+        while ContinuousClock.now < deadline, !(last.map(enough) ?? false) {
+            try? await Task.sleep(for: .milliseconds(100))
+            last = await stats()
+        }
+        return last
+    }
+
     public func stop() {
         try? stdin.fileHandleForWriting.close()
         process.waitUntilExit()

@@ -142,7 +142,8 @@ final class CallRig: @unchecked Sendable {
         let replyAfter = await rig.played.firstVoiceAt.map { ($0 - (mediaStart + .milliseconds(800))).seconds * 1000 }
         print("call over the loopback gateway (CallService, debug build): \(String(format: "%.1f", cpu * 100)) % of one core for this process (the gateway included) over \(String(format: "%.1f", (clock.now - mediaStart).seconds)) s of two-way media; "
               + "first answer audio \(replyAfter.map { String(format: "%.0f", $0) } ?? "-") ms after the utterance ended (the peer's 400 ms endpoint included)")
-        let stats = try await peer.request("GET", "/stats")
+        // The peer may still be working through a backlog: wait for it, up to 5 s.
+        let stats = try #require(await peer.stats(within: 5) { ($0["heardVoiceMs"]?.intValue ?? 0) >= 400 && ($0["playedMs"]?.intValue ?? 0) >= 400 })
         #expect((stats["heardVoiceMs"]?.intValue ?? 0) >= 400, "the peer heard \(stats)")
         #expect((stats["playedMs"]?.intValue ?? 0) >= 400, "the peer played \(stats)")
         let voice = await rig.played.voiceMs

@@ -53,7 +53,8 @@ func gatewayCertificate() throws -> (cert: String, key: String, pin: String, dir
             next += .milliseconds(20)
             try await Task.sleep(until: next)
         }
-        let stats = try await peer.request("GET", "/stats")
+        // The peer may still be working through a backlog: wait for it, up to 5 s.
+        let stats = try #require(await peer.stats(within: 5) { ($0["heardVoiceMs"]?.intValue ?? 0) >= 300 })
         #expect((stats["heardVoiceMs"]?.intValue ?? 0) >= 300, "the peer heard \(stats)")
 
         #expect(try await rig.invoke("talk.stop").payload == ["stopped": true])

@@ -76,7 +76,8 @@ actor Received {
         let replyAfter = await received.firstVoiceAt.map { ($0 - utteranceEnd).seconds * 1000 }
         print("loopback call at \(rate) Hz: \(String(format: "%.1f", cpu * 100)) % of one core for this process over \(String(format: "%.1f", (clock.now - mediaStart).seconds)) s of two-way media (debug build); "
               + "first reply audio \(replyAfter.map { String(format: "%.0f", $0) } ?? "-") ms after the utterance ended, the peer's 400 ms endpoint included")
-        let stats = try await peer.request("GET", "/stats")
+        // The peer may still be working through a backlog: wait for it, up to 5 s.
+        let stats = try #require(await peer.stats(within: 5) { ($0["heardVoiceMs"]?.intValue ?? 0) >= 400 && ($0["playedMs"]?.intValue ?? 0) >= 400 })
         let checks = stats["offerChecks"]?.objectValue ?? [:]
         #expect(!checks.isEmpty && checks.values.allSatisfy { $0 == .bool(true) }, "offer checks: \(checks)")
         print("peer stats at \(rate) Hz: \(stats)")
