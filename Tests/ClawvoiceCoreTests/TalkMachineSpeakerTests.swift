@@ -57,6 +57,10 @@ import Testing
         #expect(bargeIns(frames: 15, startingMsIntoClip: 600) == 1)
         // From a second into the clip, 120 ms again.
         #expect(bargeIns(frames: 6, startingMsIntoClip: 1_000) == 1)
+        // But a leak that began in the first second keeps the longer bar past it: 140 ms from
+        // 0.88 s is not a barge-in at 1.0 s (once in 72 own-words replies, cut at 1.02 s).
+        #expect(bargeIns(frames: 7, startingMsIntoClip: 880) == 0)
+        #expect(bargeIns(frames: 15, startingMsIntoClip: 880) == 1)
         // Not known how long the clip has played (an older speaker): 120 ms, as before.
         var d = MachineDriver(settings: s)
         for _ in 0..<6 { d.feed(.frame(frame(loud: true), speaker: SpeakerState(playing: true))) }

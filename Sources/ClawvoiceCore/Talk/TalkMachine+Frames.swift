@@ -90,8 +90,11 @@ extension TalkMachine {
         let dbfs = 20 * log10(max(frame.rms, 1e-5))
         let ms = Int(frame.durationMilliseconds.rounded())
         let bar = settings.headset ? settings.bargeInLevelDbfs : settings.echoBargeInLevelDbfs
+        let settlingNow = speaker.playing && (speaker.msIntoClip.map { $0 < settings.echoSettleMs } ?? false)
+        let began = bargeVoiceMs == 0
         bargeVoiceMs = dbfs >= bar ? bargeVoiceMs + ms : max(0, bargeVoiceMs - ms)
-        let settling = speaker.playing && (speaker.msIntoClip.map { $0 < settings.echoSettleMs } ?? false)
+        if began { bargeRunSettling = bargeVoiceMs > 0 && settlingNow }
+        let settling = settlingNow || bargeRunSettling
         let needed = settings.headset ? settings.bargeInMs : (settling ? settings.echoSettleBargeInMs : settings.echoBargeInMs)
         guard bargeVoiceMs >= needed else { return }
         bargeVoiceMs = 0

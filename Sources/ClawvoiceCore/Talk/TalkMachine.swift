@@ -40,6 +40,7 @@ public struct TalkMachine: Sendable {
         /// earlier or later than the last, and webrtc's canceller, finding the new delay 0.5-0.9 s
         /// in, lets the echo through at -35 to -44 dBFS for up to 160 ms at a time. That stopped
         /// about one reply in ten by itself (docs/measurements.md, "A reply that stopped itself").
+        /// Voice that began in that second keeps needing `echoSettleBargeInMs` after it.
         public var echoSettleMs: Int64 = 1000
         public var echoSettleBargeInMs = 300
         /// Wake thresholds lower by this many logits while an echo-cancelled loudspeaker plays
@@ -286,6 +287,9 @@ public struct TalkMachine: Sendable {
     /// When voice last barged in over the speaker.
     var bargedInAtMs: Int64?
     var bargeVoiceMs = 0
+    /// Whether the voice counted in `bargeVoiceMs` began in a clip's first second: such a run
+    /// keeps the settling bar after the second ends (a leak from 0.9 s must not pass at 1.0 s).
+    var bargeRunSettling = false
     var lastWakeSendAtMs: Int64?
     var wasConnected = false
     /// Tokens waiting for a capture's result.
