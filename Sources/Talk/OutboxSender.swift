@@ -48,11 +48,11 @@ public actor OutboxSender {
     /// Its SQLite calls can wait seconds on another process's write lock: off the cooperative pool.
     private nonisolated let executor = BlockingExecutor(label: "clawvoice.outbox")
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-    private let store: ClawStore
-    private let channel: any OperatorChannel
-    private let log: LogSink
-    private let machine: OutboxMachine
-    private let clock: OutboxClock
+    let store: ClawStore
+    let channel: any OperatorChannel
+    let log: LogSink
+    let machine: OutboxMachine
+    let clock: OutboxClock
     private let random: @Sendable () -> Double
     private var observers: [@Sendable (OutboxEvent) -> Void] = []
 
@@ -348,76 +348,9 @@ public actor OutboxSender {
         return true
     }
 
-    private func confirm(_ sent: [OutboxItem]) async -> Bool {
-        var progressed = true
-        // One history read per session; order within a session is kept.
-        var sessions: [String] = []
-        for item in sent where !sessions.contains(item.sessionKey) { sessions.append(item.sessionKey) }
-        for key in sessions {
-            let group = sent.filter { $0.sessionKey == key }
-            var shown: Set<Int64> = []
-            do {
-                let policy = machine.policy
-                for limit in Set([policy.historyProbeLimit, policy.historyLimit]).sorted() where limit > 0 {
-                    let page = try await channel.request(GatewayMethod.chatHistory,
-                                                         params: ["sessionKey": .string(key), "limit": .number(Double(limit))],
-                                                         timeoutMs: policy.requestTimeoutMs)
-                    let messages = page["messages"]?.arrayValue ?? []
-                    shown = OutboxConfirmation.confirmed(group, in: messages, slackMs: policy.clockSlackMs)
-                    // A page shorter than asked is the whole history: a longer one would show nothing more.
-                    if shown.count == group.count || messages.count < limit { break }
-                }
-            } catch {
-                log.log(.debug, "outbox", "chat.history for \(key) failed: \(error)")
-            }
-            let now = clock.nowMs()
-            for item in group {
-                if shown.contains(item.seq) {
-                    do {
-                        if try store.deleteOutbox(seq: item.seq) {
-                            log.log(.info, "outbox", "turn \(item.seq) delivered (chat.history shows it)")
-                            emit(.confirmed(item))
-                        }
-                    } catch {
-                        log.log(.error, "outbox", "turn \(item.seq) is delivered but cannot be removed: \(error)")
-                        progressed = false
-                    }
-                } else {
-                    let outcome = machine.notConfirmed(item, nowMs: now)
-                    if case .retry = outcome {
-                        log.log(.info, "outbox", "turn \(item.seq) was acknowledged but chat.history does not show it; sending it again")
-                    }
-                    progressed = apply(outcome, to: item, error: "acknowledged but not in chat.history") && progressed
-                }
-            }
-        }
-        return progressed
-    }
-
-    private func expire() -> Bool {
-        let expired: [OutboxItem]
-        do {
-            expired = try store.expireOutbox(gateway: gateway, olderThanMs: clock.nowMs() - machine.policy.expiryMs)
-        } catch {
-            log.log(.error, "outbox", "cannot expire old turns: \(error)")
-            return false
-        }
-        let age = Self.duration(machine.policy.expiryMs)
-        for item in expired {
-            if item.state == .sent {
-                log.log(.warning, "outbox", "turn \(item.seq) (\"\(item.preview)\") expired unconfirmed after \(age): "
-                        + "the gateway acknowledged it but its history never showed it")
-            } else {
-                log.log(.warning, "outbox", "turn \(item.seq) (\"\(item.preview)\") expired unsent after \(age)")
-            }
-            emit(.expired(item))
-        }
-        return true
-    }
-
     /// Writes an outcome back to the row. False if the write failed.
     @discardableResult
-    private func apply(_ outcome: OutboxMachine.Outcome, to item: OutboxItem, error: String?,
+    func apply(_ outcome: OutboxMachine.Outcome, to item: OutboxItem, error: String?,
                        countsAsAttempt: Bool = true) -> Bool {
         do {
             switch outcome {
@@ -447,7 +380,7 @@ public actor OutboxSender {
         }
     }
 
-    private func emit(_ event: OutboxEvent) {
+    func emit(_ event: OutboxEvent) {
         for o in observers { o(event) }
     }
 
