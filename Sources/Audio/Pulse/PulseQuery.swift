@@ -1,4 +1,4 @@
-// Introspection queries on the connection (the device lists, a sink's or source's details): one
+// Introspection queries on the connection (the device lists and the server's defaults): one
 // pa_context_get_* call whose callbacks collect values and resume its caller once, abandoned
 // with an error when the context dies before they come.
 
