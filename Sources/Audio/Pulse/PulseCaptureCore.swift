@@ -18,8 +18,8 @@ final class CaptureCore {
     /// For retries scheduled on a dispatch queue.
     weak var owner: PulseCapture?
 
-    private var stream: OpaquePointer?
-    private var retainedSelf: Unmanaged<CaptureCore>?
+    private var handle: PulseStreamHandle<CaptureCore>?
+    private var stream: OpaquePointer? { handle?.stream }
     private var started = false
     private var wantRunning = false
     private var everRan = false
@@ -100,10 +100,9 @@ final class CaptureCore {
             streamFailed(.call("pa_stream_new", message: connection.lastError()))
             return
         }
-        stream = s
-        let retained = Unmanaged.passRetained(self)
-        retainedSelf = retained
-        let userdata = retained.toOpaque()
+        let handle = PulseStreamHandle(s, retaining: self)
+        self.handle = handle
+        let userdata = handle.userdata
         pa_stream_set_state_callback(s, { s, userdata in
             guard let userdata else { return }
             Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
@@ -259,16 +258,10 @@ final class CaptureCore {
     }
 
     private func teardownStream() {
-        guard let s = stream else { return }
-        stream = nil
-        pa_stream_set_state_callback(s, nil, nil)
-        pa_stream_set_read_callback(s, nil, nil)
-        if PA_STREAM_IS_GOOD(pa_stream_get_state(s)) != 0 { pa_stream_disconnect(s) }
-        pa_stream_unref(s)
-        // Last: this may be the final reference to self.
-        let retained = retainedSelf
-        retainedSelf = nil
-        retained?.release()
+        guard let handle else { return }
+        self.handle = nil
+        // Last: this may release the final reference to self.
+        handle.close { pa_stream_set_read_callback($0, nil, nil) }
     }
 
     private func setStatus(_ newStatus: CaptureStatus) {

@@ -20,8 +20,8 @@ final class PlaybackSession {
     private enum Phase { case created, connecting, open, draining, done(PlaybackOutcome), failed(PulseError) }
 
     private var phase: Phase = .created
-    private var stream: OpaquePointer?
-    private var retainedSelf: Unmanaged<PlaybackSession>?
+    private var handle: PulseStreamHandle<PlaybackSession>?
+    private var stream: OpaquePointer? { handle?.stream }
     private var drainOperation: OpaquePointer?
     private var pending: [UInt8] = []
     private var pendingOffset = 0
@@ -121,10 +121,9 @@ final class PlaybackSession {
             end(.failed(.call("pa_stream_new", message: connection.lastError())))
             return
         }
-        stream = s
-        let retained = Unmanaged.passRetained(self)
-        retainedSelf = retained
-        let userdata = retained.toOpaque()
+        let handle = PulseStreamHandle(s, retaining: self)
+        self.handle = handle
+        let userdata = handle.userdata
         pa_stream_set_state_callback(s, { s, userdata in
             guard let userdata else { return }
             Unmanaged<PlaybackSession>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
@@ -270,15 +269,9 @@ final class PlaybackSession {
     }
 
     private func teardownStream() {
-        guard let s = stream else { return }
-        stream = nil
-        pa_stream_set_state_callback(s, nil, nil)
-        pa_stream_set_write_callback(s, nil, nil)
-        if PA_STREAM_IS_GOOD(pa_stream_get_state(s)) != 0 { pa_stream_disconnect(s) }
-        pa_stream_unref(s)
-        // Last: this may be the final reference to self.
-        let retained = retainedSelf
-        retainedSelf = nil
-        retained?.release()
+        guard let handle else { return }
+        self.handle = nil
+        // Last: this may release the final reference to self.
+        handle.close { pa_stream_set_write_callback($0, nil, nil) }
     }
 }
