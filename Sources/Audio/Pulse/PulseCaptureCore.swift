@@ -8,7 +8,7 @@ import Foundation
 
 /// PulseCapture's state; every member runs with the main loop lock held. The stream's callbacks
 /// hold a retain of it (so a started capture records until `stop()`), not of the PulseCapture.
-final class CaptureCore {
+final class CaptureCore: PulseStreamOwner {
     let connection: PulseConnection
     let source: String?
     let format: AudioFormat
@@ -103,10 +103,6 @@ final class CaptureCore {
         let handle = PulseStreamHandle(s, retaining: self)
         self.handle = handle
         let userdata = handle.userdata
-        pa_stream_set_state_callback(s, { s, userdata in
-            guard let userdata else { return }
-            Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
-        }, userdata)
         pa_stream_set_read_callback(s, { s, _, userdata in
             guard let userdata else { return }
             Unmanaged<CaptureCore>.fromOpaque(userdata).takeUnretainedValue().readable(s)
@@ -145,7 +141,7 @@ final class CaptureCore {
         if let op = pa_stream_set_buffer_attr(s, &attr, nil, nil) { pa_operation_unref(op) }
     }
 
-    private func streamStateChanged(_ s: OpaquePointer?) {
+    func streamStateChanged(_ s: OpaquePointer?) {
         guard let s, s == stream else { return }
         let state = pa_stream_get_state(s)
         if state == PA_STREAM_READY {

@@ -11,7 +11,7 @@ import Foundation
 /// One playback stream: the bytes waiting for libpulse to ask for them, and the waiters for its
 /// connection and its drain. Everything here runs with the connection's main loop lock held:
 /// PulsePlayback reaches it only through its MainloopLocked box, libpulse through its callbacks.
-final class PlaybackSession {
+final class PlaybackSession: PulseStreamOwner {
     let format: AudioFormat
     let connection: PulseConnection
     let sink: String?
@@ -124,10 +124,6 @@ final class PlaybackSession {
         let handle = PulseStreamHandle(s, retaining: self)
         self.handle = handle
         let userdata = handle.userdata
-        pa_stream_set_state_callback(s, { s, userdata in
-            guard let userdata else { return }
-            Unmanaged<PlaybackSession>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(s)
-        }, userdata)
         pa_stream_set_write_callback(s, { _, _, userdata in
             guard let userdata else { return }
             Unmanaged<PlaybackSession>.fromOpaque(userdata).takeUnretainedValue().pump()
@@ -166,7 +162,7 @@ final class PlaybackSession {
         if let op = pa_context_set_sink_input_volume(ctx, pa_stream_get_index(s), &volume, nil, nil) { pa_operation_unref(op) }
     }
 
-    private func streamStateChanged(_ s: OpaquePointer?) {
+    func streamStateChanged(_ s: OpaquePointer?) {
         guard let s, s == stream else { return }
         let state = pa_stream_get_state(s)
         if state == PA_STREAM_READY {

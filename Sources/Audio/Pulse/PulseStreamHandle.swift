@@ -4,15 +4,25 @@
 
 internal import CPulse
 
+/// What owns a stream: told of each state change of it (lock held, on the main loop thread).
+protocol PulseStreamOwner: AnyObject {
+    func streamStateChanged(_ stream: OpaquePointer?)
+}
+
 /// Lock held throughout (the connection's main loop lock), like the owner's own members.
-struct PulseStreamHandle<Owner: AnyObject> {
+struct PulseStreamHandle<Owner: PulseStreamOwner> {
     let stream: OpaquePointer
     private let owner: Unmanaged<Owner>
 
-    /// Takes a retain of `owner` until `close`.
+    /// Takes a retain of `owner` until `close`, and sends the stream's state changes to it. (A C
+    /// callback cannot capture `Owner`: it finds the owner through the protocol.)
     init(_ stream: OpaquePointer, retaining owner: Owner) {
         self.stream = stream
         self.owner = Unmanaged.passRetained(owner)
+        pa_stream_set_state_callback(stream, { s, userdata in
+            guard let userdata, let owner = Unmanaged<AnyObject>.fromOpaque(userdata).takeUnretainedValue() as? any PulseStreamOwner else { return }
+            owner.streamStateChanged(s)
+        }, self.owner.toOpaque())
     }
 
     /// The pointer the stream's callbacks get back (the owner, unretained).
