@@ -153,26 +153,28 @@ def render_trigger(eng, trigger, positives=1800, near=1500):
     return pos, nm
 
 
-# Recipe v6: Kokoro renderings for extra canvases only (training, never validation). Counts are
-# small because Kokoro runs at about 1.5x real time on one core.
-KOKORO = dict(trigger=500, near=400, pool=240)
+# Extra engines, for training canvases only (never validation): Kokoro (recipe v6; small counts,
+# it runs at about 1.5x real time on one core) and RHVoice (recipe v13; about 50x real time).
+EXTRA = {"kokoro": dict(trigger=500, near=400, pool=240), "rhvoice": dict(trigger=1500, near=800, pool=800)}
 
 
-def render_kokoro(eng, trigger):
-    """Kokoro's trigger renderings and near misses (the default triggers share one near-miss set)."""
+def render_extra(eng, trigger):
+    """An extra engine's trigger renderings and near misses (the default triggers share one near-miss set)."""
+    n = EXTRA[eng.name]
     stem = file_stem(trigger)
-    pos = rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name), KOKORO["trigger"],
+    pos = rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name), n["trigger"],
                           zlib.crc32((stem + eng.name).encode()) % 100000)
     shared = trigger.lower() in DEFAULT_TRIGGERS
-    nm = rendered(eng, "near-" + ("defaults" if shared else stem), near_words(trigger), KOKORO["near"],
+    nm = rendered(eng, "near-" + ("defaults" if shared else stem), near_words(trigger), n["near"],
                          31 if shared else zlib.crc32(stem.encode()) % 100000 + 31)
     return pos, nm
 
 
-def render_kokoro_pool(eng, trigger=None):
+def render_extra_pool(eng, trigger=None):
+    n = EXTRA[eng.name]["pool"]
     tr, _ = split_sentences(trigger)
-    texts = sentence_texts(np.random.default_rng(8), tr, KOKORO["pool"])
-    return rendered(eng, "pool-train", texts, KOKORO["pool"], 24)
+    texts = sentence_texts(np.random.default_rng(8), tr, n)
+    return rendered(eng, "pool-train", texts, n, 24)
 
 
 def main():
@@ -186,9 +188,9 @@ def main():
     if args.kokoro:
         eng = voices.kokoro_engine()
         if not args.skip_pool:
-            log(f"kokoro pool: {len(render_kokoro_pool(eng))} sentences")
+            log(f"kokoro pool: {len(render_extra_pool(eng))} sentences")
         for t in args.trigger:
-            pos, nm = render_kokoro(eng, t)
+            pos, nm = render_extra(eng, t)
             log(f"kokoro {t}: {len(pos)} triggers, {len(nm)} near misses")
         return
     for eng in voices.engines():

@@ -47,6 +47,9 @@ def parser():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
+    ap.add_argument("--rhvoice", type=int, default=0, help="extra trigger canvases spoken by RHVoice's speakers (two "
+                    "English, twelve saying the default triggers and 'stop' with other languages' accents), with its near "
+                    "misses, cut-short triggers and speech as negatives, training only (candidate recipe v13: 1500; 0: none)")
     ap.add_argument("--over-speech", type=int, default=0, help="extra trigger canvases said over the node's own speech "
                     "(espeak-ng, as the echo canceller leaves it), and half as many of that speech alone (the stop word: issue 22)")
     ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
@@ -94,6 +97,7 @@ def recipe_name(args, wide_changed):
                                      + (f" --real-exclude {args.real_exclude}" if args.real_exclude else "")),
         (11, args.window != HEAD_WINDOW, f"--window {args.window}"),
         (12, args.prompt_negatives > 0, f"--prompt-negatives {args.prompt_negatives}"),
+        (13, args.rhvoice > 0, f"--rhvoice {args.rhvoice}"),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)

