@@ -17,15 +17,21 @@ log = render.log
 
 
 def read_head(models_dir, stem, mean_w, std_w):
-    """The existing head's parameters in training's normalised inputs."""
+    """The existing head's parameters in training's normalised inputs: one head, or a list of an
+    ensemble's members (each unfolded on its own, so members trained with other normalisations,
+    as merge_heads.py puts together, score exactly as the detector scores them)."""
     man = json.load(open(os.path.join(models_dir, f"{stem}.json")))
     wts = np.fromfile(os.path.join(models_dir, man["weights"]), "<f4")
     ten = {e["name"]: wts[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]) for e in man["tensors"]}
-    w0 = ten["dense0.weight"].astype(np.float64) * std_w[None, :]      # unfold the normalisation
-    params = {"w0": w0.astype(np.float32), "b0": (ten["dense0.bias"] + w0 @ (mean_w / std_w)).astype(np.float32),
-              "w1": ten["dense1.weight"], "b1": ten["dense1.bias"], "w2": ten["dense2.weight"], "b2": ten["dense2.bias"]}
-    log(f"rescoring the existing head models/{stem}.json (threshold {man['threshold']})")
-    return params
+    members = []
+    for mi in range(man["network"].get("members", 1)):
+        pre = "" if mi == 0 else f"member{mi}."
+        w0 = ten[pre + "dense0.weight"].astype(np.float64) * std_w[None, :]      # unfold the normalisation
+        members.append({"w0": w0.astype(np.float32), "b0": (ten[pre + "dense0.bias"] + w0 @ (mean_w / std_w)).astype(np.float32),
+                        "w1": ten[pre + "dense1.weight"], "b1": ten[pre + "dense1.bias"],
+                        "w2": ten[pre + "dense2.weight"], "b2": ten[pre + "dense2.bias"]})
+    log(f"rescoring the existing head {os.path.join(models_dir, stem)}.json ({len(members)} member(s), threshold {man['threshold']})")
+    return members[0] if len(members) == 1 else members
 
 
 def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, recall, stream_fw, v_seconds, fe_sha,

@@ -47,6 +47,10 @@ def parser():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
+    ap.add_argument("--others-rendered", default="", help="comma-separated default triggers whose negatives come from "
+                    "their small rendered set even when their trigger canvases are cached (which of the two a training "
+                    "finds decides the canvas count and so the validation split; merge_heads.py needs two heads' splits "
+                    "equal, and this rebuilds a split made before those caches existed)")
     ap.add_argument("--rhvoice", type=int, default=0, help="extra trigger canvases spoken by RHVoice's speakers (two "
                     "English, twelve saying the default triggers and 'stop' with other languages' accents), with its near "
                     "misses, cut-short triggers and speech as negatives, training only (candidate recipe v13: 1500; 0: none)")

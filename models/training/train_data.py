@@ -115,7 +115,8 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
     for t in DEFAULT_TRIGGERS:
         if file_stem(t) == stem:
             continue
-        theirs = cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
+        rendered_only = file_stem(t) in [w.strip() for w in args.others_rendered.split(",")]
+        theirs = None if rendered_only else cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
         if theirs is None:
             oc = [c for eng in engines for c in render_trigger(eng, t)[0]]
             theirs = cached(ck(f"other-{file_stem(t)}"), lambda oc=oc: positives(feat, np.random.default_rng(zlib.crc32(t.encode())),

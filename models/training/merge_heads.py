@@ -1,0 +1,134 @@
+"""Candidate recipe v15 (RULE-V15.md): one head from the members of several heads of the same
+trigger, logits averaged as the detector averages an ensemble's, with its threshold chosen by a
+rule on training-engine validation only. The heads must share the front end, the network's shape
+and the training seed (so their validation split is the same); each member keeps its own folded
+normalisation, so the merged head scores exactly as its members would together.
+
+    .venv/bin/python merge_heads.py --stem claude --from ../ /work/notes/s43/C13 --out DIR \\
+        --check .cache/valscores-claude--c13.npz
+        (writes DIR/claude.json + .bin, scores the validation with train_head.py --rescore and
+         sets the threshold by rule v2, 2 steps in a row)
+
+Training arguments that change which canvases exist (not the voices trained on) go after `--`;
+recipe v4's and v13's share their validation with none.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAX_MEMBERS = 8          # WakeModel.swift refuses more
+SAME = ("windowEmbeddings", "embeddingSize", "hidden", "activation", "output", "stepMilliseconds")
+
+
+def load(models_dir, stem):
+    man = json.load(open(os.path.join(models_dir, f"{stem}.json")))
+    wts = np.fromfile(os.path.join(models_dir, man["weights"]), "<f4")
+    n = man["network"].get("members", 1)
+    members = []
+    for mi in range(n):
+        pre = "" if mi == 0 else f"member{mi}."
+        members.append([(e["name"][len(pre):], wts[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]))
+                        for e in man["tensors"] if (e["name"].startswith(pre) if pre else not e["name"].startswith("member"))])
+    return man, members
+
+
+def merge(stem, sources, out):
+    """Writes out/<stem>.json + .bin; returns the manifest (its threshold not chosen yet)."""
+    loaded = [load(d, stem) for d in sources]
+    first = loaded[0][0]
+    for d, (man, _) in zip(sources, loaded):
+        for key in SAME:
+            if man["network"][key] != first["network"][key]:
+                sys.exit(f"merge_heads.py: {d}/{stem}.json has network {key} {man['network'][key]}, "
+                         f"not {first['network'][key]} as {sources[0]}: only heads of one shape can be merged")
+        if man["frontEnd"]["weightsSHA256"] != first["frontEnd"]["weightsSHA256"]:
+            sys.exit(f"merge_heads.py: {d}/{stem}.json sits on another front end; retrain it on the shipped one")
+        if man["training"]["seed"] != first["training"]["seed"]:
+            sys.exit(f"merge_heads.py: {d}/{stem}.json was trained with seed {man['training']['seed']}, "
+                     f"{sources[0]} with {first['training']['seed']}: their validation splits differ")
+    members = [m for _, ms in loaded for m in ms]
+    if len(members) > MAX_MEMBERS:
+        sys.exit(f"merge_heads.py: {len(members)} members; the detector takes at most {MAX_MEMBERS}")
+    tensors = [(("" if mi == 0 else f"member{mi}.") + name, a) for mi, m in enumerate(members) for name, a in m]
+    blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
+    entries, off = [], 0
+    for name, a in tensors:
+        entries.append({"name": name, "shape": list(np.shape(a)), "offset": off})
+        off += int(np.size(a))
+    man = json.loads(json.dumps(first))
+    man.update(weights=f"{stem}.bin", weightsBytes=len(blob), weightsSHA256=hashlib.sha256(blob).hexdigest(), tensors=entries)
+    man["network"]["members"] = len(members)
+    recipes = [m["training"]["recipe"].replace("models/training/train_head.py ", "") for m, _ in loaded]
+    man["training"] = {"recipe": "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)",
+                       "command": f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources),
+                       "seed": first["training"]["seed"],
+                       "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
+                                       "threshold": m["threshold"], "weightsSHA256": m["weightsSHA256"],
+                                       "engines": m["training"].get("engines")} for m, _ in loaded]}
+    os.makedirs(out, exist_ok=True)
+    for f in ("frontend.json", "frontend.bin"):
+        if not os.path.exists(os.path.join(out, f)):
+            shutil.copy2(os.path.join(sources[0], f), out)
+    with open(os.path.join(out, f"{stem}.bin"), "wb") as f:
+        f.write(blob)
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump(man, f, indent=2)
+        f.write("\n")
+    print(f"merge_heads.py: {out}/{stem}.json: {len(members)} members from " + ", ".join(sources), flush=True)
+    return man
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stem", required=True, help="the trigger's file stem (models/<stem>.json)")
+    ap.add_argument("--from", dest="sources", nargs="+", required=True, help="model directories holding <stem>.json")
+    ap.add_argument("--out", required=True, help="directory for the merged head (created)")
+    ap.add_argument("--tag", default="-v15", help="the rescore's validation-score file: .cache/valscores-<stem>-<tag>.npz")
+    ap.add_argument("--check", nargs="*", default=[], help="validation scores saved by the source heads' training: "
+                    "their labels and kinds must equal the rescore's (the same validation)")
+    ap.add_argument("--rule", default="v2")
+    ap.add_argument("--consecutive", type=int, default=2)
+    ap.add_argument("rest", nargs=argparse.REMAINDER, help="after --: more train_head.py arguments")
+    args = ap.parse_args()
+    man = merge(args.stem, [os.path.abspath(s) for s in args.sources], os.path.abspath(args.out))
+    base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
+    extra = [a for a in args.rest if a != "--"]
+    # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
+    # with the merged head; nothing is trained.
+    cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", os.path.abspath(args.out),
+           f"--tag={args.tag}", "--seed", str(base_seed), "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
+    print("merge_heads.py: scoring the validation: " + " ".join(cmd[2:]), flush=True)
+    subprocess.run(cmd, check=True)
+
+    sys.path.insert(0, HERE)
+    import threshold
+    import val_rules
+    path = os.path.join(HERE, ".cache", f"valscores-{args.stem}-{args.tag}.npz")
+    z = dict(np.load(path))
+    for c in args.check:
+        other = np.load(c)
+        for key in ("labels", "kinds", "mask"):
+            if not np.array_equal(other[key], z[key]):
+                sys.exit(f"merge_heads.py: {c} has other validation {key} than the rescore: not the same split, no threshold set")
+        if not np.isclose(float(other["stream_seconds"]), float(z["stream_seconds"])):
+            sys.exit(f"merge_heads.py: {c}'s validation stream is {other['stream_seconds']} s, the rescore's {z['stream_seconds']} s")
+        print(f"merge_heads.py: {c}: the same validation canvases and stream", flush=True)
+    v = threshold.Validation(z)
+    t = threshold.choose_threshold(v, args.rule, args.consecutive)
+    set_by = f"models/training/merge_heads.py --stem {args.stem} (rule {args.rule}, {args.consecutive} steps in a row)"
+    val_rules.write_threshold(os.path.abspath(args.out), args.stem, v, round(t, 4), args.consecutive, args.rule, set_by)
+    print(f"merge_heads.py: threshold {t:.3f} (rule {args.rule}, {args.consecutive} in a row): validation recall "
+          f"{v.recall(t, args.consecutive) * 100:.1f} %, stream wakes {v.stream_wakes(t, args.consecutive)} in "
+          f"{v.hours * 60:.0f} min; sources: " + ", ".join(f"{m['threshold']}" for m in man["training"]["mergedFrom"]))
+
+
+if __name__ == "__main__":
+    main()
