@@ -35,7 +35,7 @@ def read_head(models_dir, stem, mean_w, std_w):
 
 
 def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, recall, stream_fw, v_seconds, fe_sha,
-               E, Y, mined_total, wtag, t_start):
+               E, Y, mined_total, wtag, t_start, others_rendered=()):
     """models/<stem>.bin (every tensor as little-endian float32) and its manifest models/<stem>.json."""
     sc = args.scale
     tensors = []
@@ -75,6 +75,7 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
             "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), **({"promptNegativeCanvases": int(args.prompt_negatives * sc)} if args.prompt_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc), **({"rhvoiceTriggerCanvases": int(args.rhvoice * sc)} if args.rhvoice else {}),
+            "othersRendered": sorted(others_rendered),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
         },

@@ -4,13 +4,16 @@ rule on training-engine validation only. The heads must share the front end, the
 and the training seed (so their validation split is the same); each member keeps its own folded
 normalisation, so the merged head scores exactly as its members would together.
 
-    .venv/bin/python merge_heads.py --stem claude --from ../ /work/notes/s43/C13 --out DIR \\
-        --check .cache/valscores-claude--c13.npz
-        (writes DIR/claude.json + .bin, scores the validation with train_head.py --rescore and
-         sets the threshold by rule v2, 2 steps in a row)
+    .venv/bin/python merge_heads.py --stem alexa --from DIR_V4 DIR_V13 --out DIR \\
+        --check .cache/valscores-alexa-TAG_A.npz .cache/valscores-alexa-TAG_B.npz
+        (writes DIR/alexa.json + .bin with all members, scores the validation with train_head.py
+         --rescore and sets the threshold by rule v2, 2 steps in a row; --check: the sources' own
+         validation scores, which must be of the same canvases)
 
-Training arguments that change which canvases exist (not the voices trained on) go after `--`;
-recipe v4's and v13's share their validation with none.
+Training arguments that change which canvases exist (not the voices trained on) go after `--`:
+heads trained before `othersRendered` was recorded in their manifests need the split given by hand
+(`-- --others-rendered=` for heads trained with every other trigger cached, as the shipped ones;
+`-- --others-rendered openclaw,computer` for recipe v13's seed-1 alexa); `--check` catches a wrong one.
 """
 import argparse
 import hashlib
@@ -54,6 +57,10 @@ def merge(stem, sources, out):
         if man["training"]["seed"] != first["training"]["seed"]:
             sys.exit(f"merge_heads.py: {d}/{stem}.json was trained with seed {man['training']['seed']}, "
                      f"{sources[0]} with {first['training']['seed']}: their validation splits differ")
+    rendered = {tuple(m["training"]["othersRendered"]) for m, _ in loaded if "othersRendered" in m["training"]}
+    if len(rendered) > 1:
+        sys.exit(f"merge_heads.py: the heads were trained on different splits (othersRendered {sorted(rendered)}); "
+                 "train one again with train.sh --others-rendered as the other's manifest says")
     members = [m for _, ms in loaded for m in ms]
     if len(members) > MAX_MEMBERS:
         sys.exit(f"merge_heads.py: {len(members)} members; the detector takes at most {MAX_MEMBERS}")
@@ -70,6 +77,7 @@ def merge(stem, sources, out):
     man["training"] = {"recipe": "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)",
                        "command": f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources),
                        "seed": first["training"]["seed"],
+                       **({"othersRendered": list(next(iter(rendered)))} if rendered else {}),
                        "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
                                        "threshold": m["threshold"], "weightsSHA256": m["weightsSHA256"],
                                        "engines": m["training"].get("engines")} for m, _ in loaded]}
@@ -101,6 +109,8 @@ def main():
     man = merge(args.stem, [os.path.abspath(s) for s in args.sources], os.path.abspath(args.out))
     base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
     extra = [a for a in args.rest if a != "--"]
+    if "othersRendered" in man["training"] and not any(a.startswith("--others-rendered") for a in extra):
+        extra += [f"--others-rendered={','.join(man['training']['othersRendered'])}"]   # the sources' split
     # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
     # with the merged head; nothing is trained.
     cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", os.path.abspath(args.out),

@@ -47,10 +47,12 @@ def parser():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
-    ap.add_argument("--others-rendered", default="", help="comma-separated default triggers whose negatives come from "
-                    "their small rendered set even when their trigger canvases are cached (which of the two a training "
-                    "finds decides the canvas count and so the validation split; merge_heads.py needs two heads' splits "
-                    "equal, and this rebuilds a split made before those caches existed)")
+    ap.add_argument("--others-rendered", default="openclaw,claude,computer", help="the default triggers whose negatives "
+                    "come from their own small rendered set (500 canvases); any left out use their trigger canvases when "
+                    "another training has cached them. Which of the two decides the canvas count, so the validation split "
+                    "and rule v2's threshold: the default (all) gives every machine the same head, whatever its cache holds "
+                    "(since 2026-12-05; heads trained before took whatever the cache held, their manifests lack "
+                    "othersRendered, and a list such as 'computer' or '' rebuilds their split)")
     ap.add_argument("--rhvoice", type=int, default=0, help="extra trigger canvases spoken by RHVoice's speakers (two "
                     "English, twelve saying the default triggers and 'stop' with other languages' accents), with its near "
                     "misses, cut-short triggers and speech as negatives, training only (candidate recipe v13: 1500; 0: none)")

@@ -111,13 +111,16 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
             eng_parts[len(parts) - 1] = holdout.negatives_engines(ck(f"negatives{part}"), fe, warps, pools_by_engine, near_lists,
                                                                   101 + part, dict(near=1000, speech=1350, noise=100))
     # The other default triggers are negatives: their trigger canvases (another training's, or
-    # made here) with the labels cleared.
+    # made here) with the labels cleared. Which of the two decides the canvas count, so the split:
+    # the manifest records it (othersRendered) and --others-rendered rebuilds it.
+    others_rendered = []
     for t in DEFAULT_TRIGGERS:
         if file_stem(t) == stem:
             continue
         rendered_only = file_stem(t) in [w.strip() for w in args.others_rendered.split(",")]
         theirs = None if rendered_only else cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
         if theirs is None:
+            others_rendered.append(file_stem(t))
             oc = [c for eng in engines for c in render_trigger(eng, t)[0]]
             theirs = cached(ck(f"other-{file_stem(t)}"), lambda oc=oc: positives(feat, np.random.default_rng(zlib.crc32(t.encode())),
                                                                                oc, pool, noise, int(500 * sc), kind=2))
@@ -221,7 +224,8 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
             Featurizer(fe, np.random.default_rng(405)), np.random.default_rng(404), mpool, noise, args.mine_hours * 3600 * sc * ns))[0]
         log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of {args.mine_source} training-engine sentences (hard-negative source)")
     return SimpleNamespace(E=E, Y=Y, K=K, engine_of=engine_of, n_orig=n_orig, eng_names=eng_names, held_ids=held_ids,
-                           whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE)
+                           whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE,
+                           others_rendered=others_rendered)
 
 
 def split(args, seed, E, Y, K, engine_of, n_orig, held_ids, eng_names, whole):

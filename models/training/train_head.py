@@ -89,7 +89,7 @@ def main():
 
     # --- export (normalisation folded into the first layer) ----------------------------------
     write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, recall, stream_fw, v_seconds, fe_sha,
-               E, Y, mined_total, d.wtag, t_start)
+               E, Y, mined_total, d.wtag, t_start, d.others_rendered)
 
 
 if __name__ == "__main__":
