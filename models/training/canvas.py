@@ -209,21 +209,31 @@ KINDS = ["trigger", "near miss", "other trigger", "speech", "noise", "cut-short 
 
 def cached(path, build, wait_only=False):
     """Loads path, or builds and saves it. Several trainings may run at once: one builds (a
-    .building marker says so), the others wait for its file. wait_only: never build, wait for
-    another training's file (None when none is building it)."""
+    .building marker, created atomically, says so), the others wait for its file. wait_only: never
+    build, wait for another training's file (None when none is building it)."""
     marker = path + ".building"
     t0 = time.time()
-    while not os.path.exists(path) and os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 3600:
-        if time.time() - t0 > 5:
-            log(f"  waiting for {os.path.basename(path)} (another training is building it)") if int(time.time() - t0) % 60 < 5 else None
-        time.sleep(5)
-    if os.path.exists(path):
-        with np.load(path) as z:
-            return z["E"], z["Y"], z["K"]
-    if wait_only:
-        return None
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    open(marker, "w").close()
+    while True:
+        while not os.path.exists(path) and os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 3600:
+            if time.time() - t0 > 5:
+                log(f"  waiting for {os.path.basename(path)} (another training is building it)") if int(time.time() - t0) % 60 < 5 else None
+            time.sleep(5)
+        if os.path.exists(path):
+            with np.load(path) as z:
+                return z["E"], z["Y"], z["K"]
+        if wait_only:
+            return None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:                                # an hour old: its training died; take over
+            if time.time() - os.path.getmtime(marker) >= 3600:
+                os.remove(marker)
+        except FileNotFoundError:
+            pass
+        try:                                # two trainings starting together: one wins, the other waits
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            break
+        except FileExistsError:
+            continue
     try:
         E, Y, K = build()
         np.savez(path + ".tmp.npz", E=E, Y=Y, K=K)
