@@ -1,7 +1,7 @@
 """The training canvases of a wake head: augmentation (equalisers, speed and vocal-tract warps,
 rooms, noise), placing a rendered clip on a canvas with its labels, the featurizer over the
 frozen front end, and the example sets built from them (triggers, near misses, speech, noise,
-cut-short triggers, human speech, mining and validation streams), cached. train_head.py trains
+cut-short triggers, human speech, mining and validation streams; cache_file.py keeps them). train_head.py trains
 on them and holdout.py replays their draws; this module imports neither of them.
 """
 import os
@@ -205,42 +205,6 @@ class Examples:
 
 
 KINDS = ["trigger", "near miss", "other trigger", "speech", "noise", "cut-short trigger", "human speech", "mined speech"]
-
-
-def cached(path, build, wait_only=False):
-    """Loads path, or builds and saves it. Several trainings may run at once: one builds (a
-    .building marker, created atomically, says so), the others wait for its file. wait_only: never
-    build, wait for another training's file (None when none is building it)."""
-    marker = path + ".building"
-    t0 = time.time()
-    while True:
-        while not os.path.exists(path) and os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 3600:
-            if time.time() - t0 > 5:
-                log(f"  waiting for {os.path.basename(path)} (another training is building it)") if int(time.time() - t0) % 60 < 5 else None
-            time.sleep(5)
-        if os.path.exists(path):
-            with np.load(path) as z:
-                return z["E"], z["Y"], z["K"]
-        if wait_only:
-            return None
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:                                # an hour old: its training died; take over
-            if time.time() - os.path.getmtime(marker) >= 3600:
-                os.remove(marker)
-        except FileNotFoundError:
-            pass
-        try:                                # two trainings starting together: one wins, the other waits
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            break
-        except FileExistsError:
-            continue
-    try:
-        E, Y, K = build()
-        np.savez(path + ".tmp.npz", E=E, Y=Y, K=K)
-        os.replace(path + ".tmp.npz", path)
-    finally:
-        os.remove(marker)
-    return E, Y, K
 
 
 def progress(what, i, n, t0):

@@ -11,9 +11,10 @@ normalisation, so the merged head scores exactly as its members would together.
          validation scores, which must be of the same canvases)
 
 Training arguments that change which canvases exist (not the voices trained on) go after `--`:
-heads trained before `othersRendered` was recorded in their manifests need the split given by hand
-(`-- --others-rendered=` for heads trained with every other trigger cached, as the shipped ones;
-`-- --others-rendered openclaw,computer` for recipe v13's seed-1 alexa); `--check` catches a wrong one.
+the rescore keeps the split the sources' manifests record (`othersRendered`); heads trained before
+that record existed need it given by hand with --check (`-- --others-rendered=` for heads trained
+with every other trigger cached, as the shipped ones; `-- --others-rendered openclaw,computer` for
+recipe v13's seed-1 alexa); --check catches a wrong one.
 """
 import argparse
 import hashlib
@@ -58,7 +59,7 @@ def merge(stem, sources, out):
             sys.exit(f"merge_heads.py: {d}/{stem}.json was trained with seed {man['training']['seed']}, "
                      f"{sources[0]} with {first['training']['seed']}: their validation splits differ")
     rendered = {tuple(m["training"]["othersRendered"]) for m, _ in loaded if "othersRendered" in m["training"]}
-    if len(rendered) > 1:
+    if len(rendered) > 1 or (rendered and not all("othersRendered" in m["training"] for m, _ in loaded)):
         sys.exit(f"merge_heads.py: the heads were trained on different splits (othersRendered {sorted(rendered)}); "
                  "train one again with train.sh --others-rendered as the other's manifest says")
     members = [m for _, ms in loaded for m in ms]
@@ -94,6 +95,15 @@ def merge(stem, sources, out):
     return man
 
 
+def gone(args):
+    """Removes a merged head whose threshold was never chosen (it carries a source's)."""
+    for ext in ("json", "bin"):
+        try:
+            os.remove(os.path.join(args.out, f"{args.stem}.{ext}"))
+        except FileNotFoundError:
+            pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stem", required=True, help="the trigger's file stem (models/<stem>.json)")
@@ -109,14 +119,20 @@ def main():
     man = merge(args.stem, [os.path.abspath(s) for s in args.sources], os.path.abspath(args.out))
     base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
     extra = [a for a in args.rest if a != "--"]
-    if "othersRendered" in man["training"] and not any(a.startswith("--others-rendered") for a in extra):
-        extra += [f"--others-rendered={','.join(man['training']['othersRendered'])}"]   # the sources' split
+    recorded = ["othersRendered" in json.load(open(os.path.join(d, f"{args.stem}.json")))["training"] for d in args.sources]
+    explicit = any(a.startswith("--others-rendered") for a in extra)
+    if not all(recorded) and not explicit and not args.check:
+        gone(args)
+        sys.exit("merge_heads.py: a source head does not record its split (othersRendered: trained before 2026-12-05); "
+                 "give it after -- (--others-rendered=... ) and --check the sources' validation scores")
     # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
     # with the merged head; nothing is trained.
     cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", os.path.abspath(args.out),
            f"--tag={args.tag}", "--seed", str(base_seed), "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
     print("merge_heads.py: scoring the validation: " + " ".join(cmd[2:]), flush=True)
-    subprocess.run(cmd, check=True)
+    if subprocess.run(cmd).returncode != 0:
+        gone(args)
+        sys.exit("merge_heads.py: the rescore failed (above); no head written")
 
     sys.path.insert(0, HERE)
     import threshold
@@ -127,8 +143,10 @@ def main():
         other = np.load(c)
         for key in ("labels", "kinds", "mask"):
             if not np.array_equal(other[key], z[key]):
+                gone(args)
                 sys.exit(f"merge_heads.py: {c} has other validation {key} than the rescore: not the same split, no threshold set")
         if not np.isclose(float(other["stream_seconds"]), float(z["stream_seconds"])):
+            gone(args)
             sys.exit(f"merge_heads.py: {c}'s validation stream is {other['stream_seconds']} s, the rescore's {z['stream_seconds']} s")
         print(f"merge_heads.py: {c}: the same validation canvases and stream", flush=True)
     v = threshold.Validation(z)

@@ -25,7 +25,7 @@ from threshold import THRESHOLD_GRID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-REFRACTORY_STEPS = 25        # 2 s of 80 ms steps, as the detector
+REFRACTORY_STEPS = 25        # 2 s of 80 ms steps, as the detector (and head.detections' default)
 ALLOWED_WAKES = 0
 
 
@@ -79,11 +79,16 @@ def main():
         t = rule_v4(s, t_v2, k)
         print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, REFRACTORY_STEPS, k)} wakes on the prompts) -> "
               f"rule v4 {t:.3f} ({detections(s, t, REFRACTORY_STEPS, k)} wakes; {k} steps in a row)", flush=True)
+        left = detections(s, t, REFRACTORY_STEPS, k)
+        if left > ALLOWED_WAKES:
+            print(f"    no threshold on the grid keeps {stem} from waking on the prompts ({left} wakes at {t:.3f})", flush=True)
         if args.apply:
             tr["ruleV2Threshold"] = round(t_v2, 4)
-            tr["thresholdRule"] = "v4"
-            tr["thresholdSetBy"] = f"models/training/prompt_threshold.py {stem} --apply (rule v2, then no wake in " \
-                                   f"{hours:.2f} h of the voice prompts' training half)"
+            if "validation" in tr:            # its figures are rule v2's threshold's
+                tr["ruleV2Validation"] = tr.pop("validation")
+            tr["thresholdRule"] = "prompts (RULE-V16's rule v4)"
+            tr["thresholdSetBy"] = (f"models/training/prompt_threshold.py {stem} --apply (rule v2, then the lowest threshold "
+                                    f"with {left} wakes in {hours:.2f} h of the voice prompts' training half)")
             man["threshold"], man["training"] = round(t, 4), tr
             with open(path, "w") as f:
                 json.dump(man, f, indent=2)

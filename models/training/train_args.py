@@ -47,10 +47,11 @@ def parser():
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
-    ap.add_argument("--others-rendered", default="openclaw,claude,computer", help="the default triggers whose negatives "
+    ap.add_argument("--others-rendered", default=None, help="the default triggers whose negatives "
                     "come from their own small rendered set (500 canvases); any left out use their trigger canvases when "
                     "another training has cached them. Which of the two decides the canvas count, so the validation split "
-                    "and rule v2's threshold: the default (all) gives every machine the same head, whatever its cache holds "
+                    "and rule v2's threshold: the default (all; with --rescore, what the head's manifest records, else none) gives "
+                    "every machine the same head, whatever its cache holds "
                     "(since 2026-12-05; heads trained before took whatever the cache held, their manifests lack "
                     "othersRendered, and a list such as 'computer' or '' rebuilds their split)")
     ap.add_argument("--rhvoice", type=int, default=0, help="extra trigger canvases spoken by RHVoice's speakers (two "
@@ -87,7 +88,7 @@ def parser():
     ap.add_argument("--members", type=int, default=3, help="heads in the ensemble (logits averaged; recipe v4: 3, v3: 1)")
     ap.add_argument("--member", type=int, default=0, help="ensemble member: another initialisation, dropout and batch "
                     "order on the same data and validation split (0: the single head's)")
-    ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem><tag>.npz)")
+    ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem>-<tag>.npz; a tag starting with - is given as --tag=-x)")
     return ap
 
 

@@ -17,7 +17,8 @@ import prompts
 import real
 import render
 import voices
-from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, cached, canvas_engines, human_negatives,
+from cache_file import cached
+from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, canvas_engines, human_negatives,
                     mining_stream, negatives, over_speech, partials, positives, validation_stream)
 from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_extra, render_extra_pool, render_mining_pool,
                     render_pool, render_trigger)

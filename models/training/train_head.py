@@ -46,6 +46,7 @@ def main():
     stem = file_stem(trigger)
     seed = args.seed + zlib.crc32(stem.encode()) % 100000
     os.makedirs(args.models_dir, exist_ok=True)   # --models-dir may name a new directory
+    args.others_rendered = others_rendered(args, stem)
     log(f"training wake head for {trigger!r} -> {os.path.join(args.models_dir, stem)}.json (seed {seed})")
     fe_path = os.path.join(args.models_dir, "frontend.json")
     if not os.path.exists(fe_path):
@@ -90,6 +91,24 @@ def main():
     # --- export (normalisation folded into the first layer) ----------------------------------
     write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, recall, stream_fw, v_seconds, fe_sha,
                E, Y, mined_total, d.wtag, t_start, d.others_rendered)
+
+
+def others_rendered(args, stem):
+    """The default triggers whose negatives this training renders itself (train_args: --others-rendered):
+    all by default; a rescore keeps the split its head was trained on (its manifest's record; heads
+    trained before the record existed took every cached trigger's canvases, so none)."""
+    from render import DEFAULT_TRIGGERS
+    stems = [file_stem(t) for t in DEFAULT_TRIGGERS]
+    if args.others_rendered is None:
+        if not args.rescore:
+            return ",".join(stems)
+        man = json.load(open(os.path.join(args.models_dir, f"{stem}.json")))
+        return ",".join(man.get("training", {}).get("othersRendered", []))
+    given = [w.strip() for w in args.others_rendered.split(",") if w.strip()]
+    unknown = [w for w in given if w not in stems]
+    if unknown:
+        raise SystemExit(f"--others-rendered: {', '.join(unknown)} is not a default trigger ({', '.join(stems)})")
+    return ",".join(given)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@ def write_threshold(models_dir, stem, v, t, k, rule, set_by):
     m["threshold"], m["consecutiveSteps"] = t, k
     tr = m.setdefault("training", {})
     tr["thresholdRule"] = rule
+    for stale in ("ruleV2Threshold", "ruleV2Validation"):     # prompt_threshold.py's, for another threshold
+        tr.pop(stale, None)
     tr["thresholdSetBy"] = set_by
     tr["validation"] = {"recall": round(v.recall(t, k), 4), "streamMinutes": round(v.hours * 60, 1),
                         "streamFalseWakes": v.stream_wakes(t, k)}
