@@ -16,20 +16,44 @@ from train_args import recipe_name
 log = render.log
 
 
-def read_head(models_dir, stem, mean_w, std_w):
-    """The existing head's parameters in training's normalised inputs: one head, or a list of an
-    ensemble's members (each unfolded on its own, so members trained with other normalisations,
-    as merge_heads.py puts together, score exactly as the detector scores them)."""
+def member_prefix(mi):
+    """Tensor names of an ensemble's member mi start with this (member 0: none, as a single head)."""
+    return "" if mi == 0 else f"member{mi}."
+
+
+def read_members(models_dir, stem):
+    """A head's manifest and, per ensemble member, its tensors {name without prefix: array}, as stored
+    (normalisation folded in)."""
     man = json.load(open(os.path.join(models_dir, f"{stem}.json")))
     wts = np.fromfile(os.path.join(models_dir, man["weights"]), "<f4")
     ten = {e["name"]: wts[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]) for e in man["tensors"]}
     members = []
     for mi in range(man["network"].get("members", 1)):
-        pre = "" if mi == 0 else f"member{mi}."
-        w0 = ten[pre + "dense0.weight"].astype(np.float64) * std_w[None, :]      # unfold the normalisation
-        members.append({"w0": w0.astype(np.float32), "b0": (ten[pre + "dense0.bias"] + w0 @ (mean_w / std_w)).astype(np.float32),
-                        "w1": ten[pre + "dense1.weight"], "b1": ten[pre + "dense1.bias"],
-                        "w2": ten[pre + "dense2.weight"], "b2": ten[pre + "dense2.bias"]})
+        pre = member_prefix(mi)
+        members.append({n[len(pre):]: a for n, a in ten.items() if n.startswith(pre) and (pre or not n.startswith("member"))})
+    return man, members
+
+
+def tensor_blob(tensors):
+    """The .bin bytes of [(name, array)] (little-endian float32, in order) and the manifest's entries."""
+    blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
+    entries, off = [], 0
+    for name, a in tensors:
+        entries.append({"name": name, "shape": list(np.shape(a)), "offset": off})
+        off += int(np.size(a))
+    return blob, entries
+
+
+def read_head(models_dir, stem, mean_w, std_w):
+    """The existing head's parameters in training's normalised inputs: one head, or a list of an
+    ensemble's members (each unfolded on its own, so members trained with other normalisations,
+    as merge_heads.py puts together, score exactly as the detector scores them)."""
+    man, stored = read_members(models_dir, stem)
+    members = []
+    for t in stored:
+        w0 = t["dense0.weight"].astype(np.float64) * std_w[None, :]      # unfold the normalisation
+        members.append({"w0": w0.astype(np.float32), "b0": (t["dense0.bias"] + w0 @ (mean_w / std_w)).astype(np.float32),
+                        "w1": t["dense1.weight"], "b1": t["dense1.bias"], "w2": t["dense2.weight"], "b2": t["dense2.bias"]})
     log(f"rescoring the existing head {os.path.join(models_dir, stem)}.json ({len(members)} member(s), threshold {man['threshold']})")
     return members[0] if len(members) == 1 else members
 
@@ -40,18 +64,14 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
     sc = args.scale
     tensors = []
     for mi, pm in enumerate(params if isinstance(params, list) else [params]):
-        pre = "" if mi == 0 else f"member{mi}."
+        pre = member_prefix(mi)
         w0 = np.asarray(pm["w0"], np.float64)
         b0 = np.asarray(pm["b0"], np.float64) - w0 @ (mean_w / std_w)
         w0 = w0 / std_w[None, :]
         tensors += [(pre + "dense0.weight", w0), (pre + "dense0.bias", b0), (pre + "dense1.weight", np.asarray(pm["w1"])),
                     (pre + "dense1.bias", np.asarray(pm["b1"])), (pre + "dense2.weight", np.asarray(pm["w2"])),
                     (pre + "dense2.bias", np.asarray(pm["b2"]))]
-    blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
-    entries, off = [], 0
-    for name, a in tensors:
-        entries.append({"name": name, "shape": list(np.shape(a)), "offset": off})
-        off += int(np.size(a))
+    blob, entries = tensor_blob(tensors)
     import jax
     import jaxlib
     manifest = {

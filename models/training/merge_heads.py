@@ -28,25 +28,15 @@ import zlib
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from head_file import member_prefix, read_members, tensor_blob  # noqa: E402
 MAX_MEMBERS = 8          # WakeModel.swift refuses more
 SAME = ("windowEmbeddings", "embeddingSize", "hidden", "activation", "output", "stepMilliseconds")
 
 
-def load(models_dir, stem):
-    man = json.load(open(os.path.join(models_dir, f"{stem}.json")))
-    wts = np.fromfile(os.path.join(models_dir, man["weights"]), "<f4")
-    n = man["network"].get("members", 1)
-    members = []
-    for mi in range(n):
-        pre = "" if mi == 0 else f"member{mi}."
-        members.append([(e["name"][len(pre):], wts[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]))
-                        for e in man["tensors"] if (e["name"].startswith(pre) if pre else not e["name"].startswith("member"))])
-    return man, members
-
-
 def merge(stem, sources, out):
     """Writes out/<stem>.json + .bin; returns the manifest (its threshold not chosen yet)."""
-    loaded = [load(d, stem) for d in sources]
+    loaded = [read_members(d, stem) for d in sources]
     first = loaded[0][0]
     for d, (man, _) in zip(sources, loaded):
         for key in SAME:
@@ -65,12 +55,8 @@ def merge(stem, sources, out):
     members = [m for _, ms in loaded for m in ms]
     if len(members) > MAX_MEMBERS:
         sys.exit(f"merge_heads.py: {len(members)} members; the detector takes at most {MAX_MEMBERS}")
-    tensors = [(("" if mi == 0 else f"member{mi}.") + name, a) for mi, m in enumerate(members) for name, a in m]
-    blob = b"".join(np.asarray(a).astype("<f4").tobytes() for _, a in tensors)
-    entries, off = [], 0
-    for name, a in tensors:
-        entries.append({"name": name, "shape": list(np.shape(a)), "offset": off})
-        off += int(np.size(a))
+    tensors = [(member_prefix(mi) + name, a) for mi, m in enumerate(members) for name, a in m.items()]
+    blob, entries = tensor_blob(tensors)
     man = json.loads(json.dumps(first))
     man.update(weights=f"{stem}.bin", weightsBytes=len(blob), weightsSHA256=hashlib.sha256(blob).hexdigest(), tensors=entries)
     man["network"]["members"] = len(members)
@@ -134,7 +120,6 @@ def main():
         gone(args)
         sys.exit("merge_heads.py: the rescore failed (above); no head written")
 
-    sys.path.insert(0, HERE)
     import threshold
     import val_rules
     path = os.path.join(HERE, ".cache", f"valscores-{args.stem}-{args.tag}.npz")
