@@ -2,6 +2,7 @@
 first, loaded by the rest. Several trainings run side by side, so building is guarded by an
 advisory lock on <file>.lock (the kernel drops it when a training dies, so nothing goes stale); a
 <file>.building marker beside it only tells other trainings which file is being built now.
+`python cache_file.py` checks that (four processes at once, and a builder that dies).
 """
 import fcntl
 import os
@@ -55,3 +56,44 @@ def cached(path, build, wait_only=False):
             return E, Y, K
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _check():
+    """`python cache_file.py`: four trainings asking for one file at once build it once and all load
+    it; a caller that only waits gets it too; a builder that dies leaves no lock behind."""
+    import multiprocessing as mp
+    import tempfile
+    d = tempfile.mkdtemp()
+    path, builds = os.path.join(d, "x.npz"), mp.Value("i", 0)
+
+    def build():
+        with builds.get_lock():
+            builds.value += 1
+        time.sleep(2)
+        return np.ones(3), np.zeros(3), np.zeros(3)
+
+    got = mp.Array("d", 4)
+
+    def ask(i):
+        if i == 3:                                  # arrives while another builds, never builds itself
+            time.sleep(0.5)
+            got[i] = float(cached(path, None, wait_only=True)[0].sum())
+        else:
+            got[i] = float(cached(path, build)[0].sum())
+
+    ctx = mp.get_context("fork")                   # forked children may run these local functions
+    askers = [ctx.Process(target=ask, args=(i,)) for i in range(4)]
+    for a in askers:
+        a.start()
+    for a in askers:
+        a.join()
+    assert list(got) == [3.0] * 4 and builds.value == 1, (list(got), builds.value)
+    dying = ctx.Process(target=lambda: cached(os.path.join(d, "y.npz"), lambda: os._exit(1)))
+    dying.start()
+    dying.join()
+    assert float(cached(os.path.join(d, "y.npz"), build)[0].sum()) == 3.0 and builds.value == 2
+    print("cache_file.py: 4 trainings at once: 1 build, 4 loads; a dead builder's lock was freed")
+
+
+if __name__ == "__main__":
+    _check()

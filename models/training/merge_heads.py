@@ -17,25 +17,31 @@ with every other trigger cached, as the shipped ones; `-- --others-rendered open
 recipe v13's seed-1 alexa); --check catches a wrong one.
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zlib
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import threshold  # noqa: E402
+import val_rules  # noqa: E402
 from head_file import member_prefix, read_members, tensor_blob  # noqa: E402
+
 MAX_MEMBERS = 8          # WakeModel.swift refuses more
 SAME = ("windowEmbeddings", "embeddingSize", "hidden", "activation", "output", "stepMilliseconds")
 
 
-def merge(stem, sources, out):
-    """Writes out/<stem>.json + .bin; returns the manifest (its threshold not chosen yet)."""
+def merged(stem, sources, split_given):
+    """The merged head's manifest (its threshold not chosen yet) and weights; exits, writing nothing,
+    when the sources cannot share one validation. split_given: the rescore is told the split by hand."""
     loaded = [read_members(d, stem) for d in sources]
     first = loaded[0][0]
     for d, (man, _) in zip(sources, loaded):
@@ -48,46 +54,41 @@ def merge(stem, sources, out):
         if man["training"]["seed"] != first["training"]["seed"]:
             sys.exit(f"merge_heads.py: {d}/{stem}.json was trained with seed {man['training']['seed']}, "
                      f"{sources[0]} with {first['training']['seed']}: their validation splits differ")
-    rendered = {tuple(m["training"]["othersRendered"]) for m, _ in loaded if "othersRendered" in m["training"]}
-    if len(rendered) > 1 or (rendered and not all("othersRendered" in m["training"] for m, _ in loaded)):
-        sys.exit(f"merge_heads.py: the heads were trained on different splits (othersRendered {sorted(rendered)}); "
+    splits = [m["training"].get("othersRendered") for m, _ in loaded]
+    if None in splits and not split_given:
+        sys.exit("merge_heads.py: a source head does not record its split (othersRendered: trained before 2026-12-05); "
+                 "give it after -- (--others-rendered=...) and --check the sources' validation scores")
+    if len({tuple(x) for x in splits if x is not None}) > 1 or (None in splits and any(x is not None for x in splits)):
+        sys.exit(f"merge_heads.py: the heads were trained on different splits (othersRendered {splits}); "
                  "train one again with train.sh --others-rendered as the other's manifest says")
     members = [m for _, ms in loaded for m in ms]
     if len(members) > MAX_MEMBERS:
         sys.exit(f"merge_heads.py: {len(members)} members; the detector takes at most {MAX_MEMBERS}")
-    tensors = [(member_prefix(mi) + name, a) for mi, m in enumerate(members) for name, a in m.items()]
-    blob, entries = tensor_blob(tensors)
-    man = json.loads(json.dumps(first))
+    blob, entries = tensor_blob([(member_prefix(mi) + name, a) for mi, m in enumerate(members) for name, a in m.items()])
+    man = copy.deepcopy(first)
     man.update(weights=f"{stem}.bin", weightsBytes=len(blob), weightsSHA256=hashlib.sha256(blob).hexdigest(), tensors=entries)
     man["network"]["members"] = len(members)
     recipes = [m["training"]["recipe"].replace("models/training/train_head.py ", "") for m, _ in loaded]
     man["training"] = {"recipe": "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)",
                        "command": f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources),
                        "seed": first["training"]["seed"],
-                       **({"othersRendered": list(next(iter(rendered)))} if rendered else {}),
+                       **({"othersRendered": splits[0]} if splits[0] is not None else {}),
                        "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
                                        "threshold": m["threshold"], "weightsSHA256": m["weightsSHA256"],
                                        "engines": m["training"].get("engines")} for m, _ in loaded]}
-    os.makedirs(out, exist_ok=True)
-    for f in ("frontend.json", "frontend.bin"):
-        if not os.path.exists(os.path.join(out, f)):
-            shutil.copy2(os.path.join(sources[0], f), out)
-    with open(os.path.join(out, f"{stem}.bin"), "wb") as f:
-        f.write(blob)
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump(man, f, indent=2)
-        f.write("\n")
-    print(f"merge_heads.py: {out}/{stem}.json: {len(members)} members from " + ", ".join(sources), flush=True)
-    return man
+    return man, blob
 
 
-def gone(args):
-    """Removes a merged head whose threshold was never chosen (it carries a source's)."""
-    for ext in ("json", "bin"):
-        try:
-            os.remove(os.path.join(args.out, f"{args.stem}.{ext}"))
-        except FileNotFoundError:
-            pass
+def same_validation(z, checks):
+    """Exits unless each source's saved validation scores are of the rescore's canvases and stream."""
+    for c in checks:
+        other = np.load(c)
+        for key in ("labels", "kinds", "mask"):
+            if not np.array_equal(other[key], z[key]):
+                sys.exit(f"merge_heads.py: {c} has other validation {key} than the rescore: not the same split, no head written")
+        if not np.isclose(float(other["stream_seconds"]), float(z["stream_seconds"])):
+            sys.exit(f"merge_heads.py: {c}'s validation stream is {other['stream_seconds']} s, the rescore's {z['stream_seconds']} s")
+        print(f"merge_heads.py: {c}: the same validation canvases and stream", flush=True)
 
 
 def main():
@@ -102,45 +103,41 @@ def main():
     ap.add_argument("--consecutive", type=int, default=2)
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="after --: more train_head.py arguments")
     args = ap.parse_args()
-    man = merge(args.stem, [os.path.abspath(s) for s in args.sources], os.path.abspath(args.out))
-    base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
+    sources = [os.path.abspath(s) for s in args.sources]
     extra = [a for a in args.rest if a != "--"]
-    recorded = ["othersRendered" in json.load(open(os.path.join(d, f"{args.stem}.json")))["training"] for d in args.sources]
-    explicit = any(a.startswith("--others-rendered") for a in extra)
-    if not all(recorded) and not explicit and not args.check:
-        gone(args)
-        sys.exit("merge_heads.py: a source head does not record its split (othersRendered: trained before 2026-12-05); "
-                 "give it after -- (--others-rendered=... ) and --check the sources' validation scores")
-    # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
-    # with the merged head; nothing is trained.
-    cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", os.path.abspath(args.out),
-           f"--tag={args.tag}", "--seed", str(base_seed), "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
-    print("merge_heads.py: scoring the validation: " + " ".join(cmd[2:]), flush=True)
-    if subprocess.run(cmd).returncode != 0:
-        gone(args)
-        sys.exit("merge_heads.py: the rescore failed (above); no head written")
-
-    import threshold
-    import val_rules
-    path = os.path.join(HERE, ".cache", f"valscores-{args.stem}-{args.tag}.npz")
-    z = dict(np.load(path))
-    for c in args.check:
-        other = np.load(c)
-        for key in ("labels", "kinds", "mask"):
-            if not np.array_equal(other[key], z[key]):
-                gone(args)
-                sys.exit(f"merge_heads.py: {c} has other validation {key} than the rescore: not the same split, no threshold set")
-        if not np.isclose(float(other["stream_seconds"]), float(z["stream_seconds"])):
-            gone(args)
-            sys.exit(f"merge_heads.py: {c}'s validation stream is {other['stream_seconds']} s, the rescore's {z['stream_seconds']} s")
-        print(f"merge_heads.py: {c}: the same validation canvases and stream", flush=True)
-    v = threshold.Validation(z)
-    t = threshold.choose_threshold(v, args.rule, args.consecutive)
-    set_by = f"models/training/merge_heads.py --stem {args.stem} (rule {args.rule}, {args.consecutive} steps in a row)"
-    val_rules.write_threshold(os.path.abspath(args.out), args.stem, v, round(t, 4), args.consecutive, args.rule, set_by)
-    print(f"merge_heads.py: threshold {t:.3f} (rule {args.rule}, {args.consecutive} in a row): validation recall "
-          f"{v.recall(t, args.consecutive) * 100:.1f} %, stream wakes {v.stream_wakes(t, args.consecutive)} in "
-          f"{v.hours * 60:.0f} min; sources: " + ", ".join(f"{m['threshold']}" for m in man["training"]["mergedFrom"]))
+    man, blob = merged(args.stem, sources, bool(args.check) and any(a.startswith("--others-rendered") for a in extra))
+    base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
+    out = os.path.abspath(args.out)
+    with tempfile.TemporaryDirectory() as work:   # the head goes to --out only with its threshold chosen
+        for f in ("frontend.json", "frontend.bin"):
+            shutil.copy2(os.path.join(sources[0], f), work)
+        with open(os.path.join(work, f"{args.stem}.bin"), "wb") as f:
+            f.write(blob)
+        with open(os.path.join(work, f"{args.stem}.json"), "w") as f:
+            json.dump(man, f, indent=2)
+            f.write("\n")
+        print(f"merge_heads.py: {man['network']['members']} members from " + ", ".join(sources), flush=True)
+        # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
+        # with the merged head; nothing is trained.
+        cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", work,
+               f"--tag={args.tag}", "--seed", str(base_seed), "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
+        print("merge_heads.py: scoring the validation: " + " ".join(cmd[2:]), flush=True)
+        if subprocess.run(cmd).returncode != 0:
+            sys.exit("merge_heads.py: the rescore failed (above); no head written")
+        z = dict(np.load(os.path.join(HERE, ".cache", f"valscores-{args.stem}-{args.tag}.npz")))
+        same_validation(z, args.check)
+        v = threshold.Validation(z)
+        t = threshold.choose_threshold(v, args.rule, args.consecutive)
+        set_by = f"models/training/merge_heads.py --stem {args.stem} (rule {args.rule}, {args.consecutive} steps in a row)"
+        val_rules.write_threshold(work, args.stem, v, round(t, 4), args.consecutive, args.rule, set_by)
+        os.makedirs(out, exist_ok=True)
+        for f in ("frontend.json", "frontend.bin", f"{args.stem}.json", f"{args.stem}.bin"):
+            if f.startswith("frontend") and os.path.exists(os.path.join(out, f)):
+                continue
+            shutil.copy2(os.path.join(work, f), out)
+    print(f"merge_heads.py: {out}/{args.stem}.json: threshold {t:.3f} (rule {args.rule}, {args.consecutive} in a row): "
+          f"validation recall {v.recall(t, args.consecutive) * 100:.1f} %, stream wakes {v.stream_wakes(t, args.consecutive)} "
+          f"in {v.hours * 60:.0f} min; sources: " + ", ".join(f"{m['threshold']}" for m in man["training"]["mergedFrom"]))
 
 
 if __name__ == "__main__":

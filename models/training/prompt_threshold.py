@@ -25,7 +25,6 @@ from threshold import THRESHOLD_GRID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-REFRACTORY_STEPS = 25        # 2 s of 80 ms steps, as the detector (and head.detections' default)
 ALLOWED_WAKES = 0
 
 
@@ -52,9 +51,9 @@ def scores(binary, wav, models_dir, stem):
 
 
 def rule_v4(s, t_v2, k):
-    """The lowest grid threshold >= t_v2 with at most ALLOWED_WAKES wakes on the scores s."""
-    return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9
-                 and detections(s, t, REFRACTORY_STEPS, k) <= ALLOWED_WAKES), 0.999)
+    """The lowest grid threshold >= t_v2 with at most ALLOWED_WAKES wakes on the scores s (head.detections:
+    k steps in a row, the detector's 2 s refractory)."""
+    return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= ALLOWED_WAKES), 0.999)
 
 
 def main():
@@ -77,9 +76,9 @@ def main():
         k = int(man.get("consecutiveSteps", 1))
         s = scores(args.bin, wav, args.models, stem)
         t = rule_v4(s, t_v2, k)
-        print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, REFRACTORY_STEPS, k)} wakes on the prompts) -> "
-              f"rule v4 {t:.3f} ({detections(s, t, REFRACTORY_STEPS, k)} wakes; {k} steps in a row)", flush=True)
-        left = detections(s, t, REFRACTORY_STEPS, k)
+        left = detections(s, t, k=k)
+        print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, k=k)} wakes on the prompts) -> "
+              f"rule v4 {t:.3f} ({left} wakes; {k} steps in a row)", flush=True)
         if left > ALLOWED_WAKES:
             print(f"    no threshold on the grid keeps {stem} from waking on the prompts ({left} wakes at {t:.3f})", flush=True)
         if args.apply:

@@ -118,8 +118,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
     for t in DEFAULT_TRIGGERS:
         if file_stem(t) == stem:
             continue
-        rendered_only = file_stem(t) in [w.strip() for w in args.others_rendered.split(",")]
-        theirs = None if rendered_only else cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
+        theirs = None if file_stem(t) in args.others_rendered else cached(ck(f"trigger-{file_stem(t)}-p{args.positives}"), None, wait_only=True)
         if theirs is None:
             others_rendered.append(file_stem(t))
             oc = [c for eng in engines for c in render_trigger(eng, t)[0]]

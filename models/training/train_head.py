@@ -94,21 +94,21 @@ def main():
 
 
 def others_rendered(args, stem):
-    """The default triggers whose negatives this training renders itself (train_args: --others-rendered):
+    """The stems of the default triggers whose negatives this training renders itself (train_args: --others-rendered):
     all by default; a rescore keeps the split its head was trained on (its manifest's record; heads
     trained before the record existed took every cached trigger's canvases, so none)."""
     from render import DEFAULT_TRIGGERS
     stems = [file_stem(t) for t in DEFAULT_TRIGGERS]
     if args.others_rendered is None:
         if not args.rescore:
-            return ",".join(stems)
+            return stems
         man = json.load(open(os.path.join(args.models_dir, f"{stem}.json")))
-        return ",".join(man.get("training", {}).get("othersRendered", []))
+        return list(man.get("training", {}).get("othersRendered", []))
     given = [w.strip() for w in args.others_rendered.split(",") if w.strip()]
     unknown = [w for w in given if w not in stems]
     if unknown:
         raise SystemExit(f"--others-rendered: {', '.join(unknown)} is not a default trigger ({', '.join(stems)})")
-    return ",".join(given)
+    return given
 
 
 if __name__ == "__main__":
