@@ -1,16 +1,25 @@
-"""Threshold rule v4 (RULE-V16.md): a head's rule-v2 threshold raised, on rule v2's grid, until the
-head alone wakes not once over the training half of the voice prompts (prompts.py: recorded human
-speech no head trains on; the evaluation half stays held out for real_negatives.py --half eval).
-The release detector scores the joined prompts once per head (`wake detect --scores`); its per-step
-scores are replayed with the head's steps in a row and the detector's 2 s refractory.
+"""Threshold rules that raise rule v2's threshold on a stream no head trains on:
 
-    .venv/bin/python prompt_threshold.py --models DIR alexa jarvis            (prints, changes nothing)
-    .venv/bin/python prompt_threshold.py --models DIR alexa jarvis --apply    (writes DIR/<stem>.json)
+  rule v4 (RULE-V16.md, --stream prompts): until the head alone wakes not once over the training
+    half of the voice prompts (prompts.py: recorded human speech; the evaluation half stays held
+    out for real_negatives.py --half eval);
+  rule v5 (RULE-V19.md, --stream unseen): until it wakes at most 0.5 times per hour over the
+    unseen-voice validation stream (unseen_stream.py: RHVoice and Kokoro reading the validation
+    sentences); a head that trained on either engine is refused.
 
-Needs the prompts (apt-get install asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}) and a release build.
+The release detector scores the stream once per head (`wake detect --scores`); its per-step
+scores are replayed with the head's steps in a row and the detector's 2 s refractory. Rule v2's
+threshold is kept in the manifest (training.ruleV2Threshold), so a head can be raised again.
+
+    .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen]           (prints, changes nothing)
+    .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen] --apply   (writes DIR/<stem>.json)
+
+Needs a release build; --stream prompts needs the prompts (apt-get install
+asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}), --stream unseen builds its stream once (~17 min).
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,7 +34,10 @@ from threshold import THRESHOLD_GRID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-ALLOWED_WAKES = 0
+# Per stream: what it is called in a manifest, the rule, and how many wakes per hour it allows
+# (rule v4 allows none at all).
+STREAMS = {"prompts": dict(name="the voice prompts' training half", rule="prompts (RULE-V16's rule v4)", per_hour=0.0),
+           "unseen": dict(name="the unseen-voice validation stream", rule="unseen voices (RULE-V19's rule v5)", per_hour=0.5)}
 
 
 def training_half_stream(out_dir):
@@ -40,6 +52,12 @@ def training_half_stream(out_dir):
     return wav, json.load(open(meta))["seconds"] / 3600
 
 
+def unseen_stream(out_dir):
+    import unseen_stream as u
+    wav, meta = u.build(out_dir)
+    return wav, meta["hours"]
+
+
 def scores(binary, wav, models_dir, stem):
     cmd = [binary, "wake", "detect", "--input", wav, "--phrases", stem, "--models", models_dir, "--scores"]
     with tempfile.TemporaryDirectory() as state:      # the head alone: no household enrollment applies
@@ -50,44 +68,64 @@ def scores(binary, wav, models_dir, stem):
     return np.array([st["scores"][stem] for st in steps], np.float32)
 
 
-def rule_v4(s, t_v2, k):
-    """The lowest grid threshold >= t_v2 with at most ALLOWED_WAKES wakes on the scores s (head.detections:
+def raised(s, t_v2, k, allowed):
+    """The lowest grid threshold >= t_v2 with at most `allowed` wakes on the scores s (head.detections:
     k steps in a row, the detector's 2 s refractory)."""
-    return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= ALLOWED_WAKES), 0.999)
+    return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= allowed), 0.999)
+
+
+def trained_on_unseen(man):
+    """The unseen stream's engines this head trained on (it must have trained on none)."""
+    import unseen_stream as u
+    tr = man.get("training", {})
+    used = set(tr.get("engines", [])) | {e for e in u.ENGINES if tr.get(f"{e}TriggerCanvases", 0)}
+    return sorted(used & set(u.ENGINES))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stems", nargs="+")
     ap.add_argument("--models", required=True, help="directory with <stem>.json (rule v2's threshold) and the front end")
+    ap.add_argument("--stream", choices=sorted(STREAMS), default="prompts",
+                    help="prompts: rule v4 (no wake); unseen: rule v5 (<= 0.5 wakes per hour)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
-    ap.add_argument("--out", default="/tmp/clawvoice-asterisk-prompts", help="where the joined prompts are kept")
-    ap.add_argument("--apply", action="store_true", help="write rule v4's threshold into each <stem>.json")
+    ap.add_argument("--out", default=None, help="where the stream is kept (prompts: /tmp/clawvoice-asterisk-prompts; "
+                                                "unseen: models/training/.cache/unseen)")
+    ap.add_argument("--apply", action="store_true", help="write the rule's threshold into each <stem>.json")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
-    wav, hours = training_half_stream(args.out)
-    print(f"prompt_threshold.py: the prompts' training half, {hours:.2f} h ({wav})", flush=True)
-    for stem in args.stems:
+    spec = STREAMS[args.stream]
+    mans = {stem: json.load(open(os.path.join(args.models, f"{stem}.json"))) for stem in args.stems}
+    if args.stream == "unseen":
+        bad = {stem: e for stem, m in mans.items() if (e := trained_on_unseen(m))}
+        if bad:
+            sys.exit("prompt_threshold.py: " + "; ".join(f"{s} trained on {', '.join(e)}" for s, e in bad.items())
+                     + ": the unseen-voice stream is not unseen for it; use --stream prompts or another head")
+        wav, hours = unseen_stream(args.out or os.path.join(HERE, ".cache", "unseen"))
+    else:
+        wav, hours = training_half_stream(args.out or "/tmp/clawvoice-asterisk-prompts")
+    allowed = math.floor(spec["per_hour"] * hours + 1e-9)
+    print(f"prompt_threshold.py: {spec['name']}, {hours:.2f} h ({wav}); at most {allowed} wakes", flush=True)
+    for stem, man in mans.items():
         path = os.path.join(args.models, f"{stem}.json")
-        man = json.load(open(path))
         tr = man.get("training", {})
         t_v2 = float(tr.get("ruleV2Threshold", man["threshold"]))     # applied once already: start from rule v2's
         k = int(man.get("consecutiveSteps", 1))
         s = scores(args.bin, wav, args.models, stem)
-        t = rule_v4(s, t_v2, k)
+        t = raised(s, t_v2, k, allowed)
         left = detections(s, t, k=k)
-        print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, k=k)} wakes on the prompts) -> "
-              f"rule v4 {t:.3f} ({left} wakes; {k} steps in a row)", flush=True)
-        if left > ALLOWED_WAKES:
-            print(f"    no threshold on the grid keeps {stem} from waking on the prompts ({left} wakes at {t:.3f})", flush=True)
+        print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, k=k)} wakes) -> {t:.3f} ({left} wakes; "
+              f"{k} steps in a row)", flush=True)
+        if left > allowed:
+            print(f"    no threshold on the grid keeps {stem} to {allowed} wakes ({left} at {t:.3f})", flush=True)
         if args.apply:
             tr["ruleV2Threshold"] = round(t_v2, 4)
             if "validation" in tr:            # its figures are rule v2's threshold's
                 tr["ruleV2Validation"] = tr.pop("validation")
-            tr["thresholdRule"] = "prompts (RULE-V16's rule v4)"
-            tr["thresholdSetBy"] = (f"models/training/prompt_threshold.py {stem} --apply (rule v2, then the lowest threshold "
-                                    f"with {left} wakes in {hours:.2f} h of the voice prompts' training half)")
+            tr["thresholdRule"] = spec["rule"]
+            tr["thresholdSetBy"] = (f"models/training/prompt_threshold.py {stem} --stream {args.stream} --apply (rule v2, "
+                                    f"then the lowest threshold with {left} wakes in {hours:.2f} h of {spec['name']})")
             man["threshold"], man["training"] = round(t, 4), tr
             with open(path, "w") as f:
                 json.dump(man, f, indent=2)
