@@ -49,7 +49,7 @@ def render_all(args, trigger):
         pool_of[eng.name] = render_pool(eng, trigger=trigger)
         pool += pool_of[eng.name]
         vpool += render_pool(eng, 400, "val", trigger=trigger)
-        own, nm = render_trigger(eng, trigger)
+        own, nm = render_trigger(eng, trigger, phonetic=args.phonetic_near)
         clips[eng.name] = own
         near += nm
         log(f"{eng.name}: {len(own)} triggers, {len(near)} near misses")
@@ -93,7 +93,8 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         eng_parts[len(parts) - 1] = holdout.partials_engines(ck(f"partial-{stem}"), fe, warps, clips, pools_by_engine, seed,
                                                              int(args.positives * sc), int(600 * sc))
     if trigger.lower() not in DEFAULT_TRIGGERS:
-        parts.append(cached(ck(f"near-{stem}{nt}"), lambda: negatives(feat, r, near, pool, noise,
+        ph = f"-ph{args.phonetic_near}" if args.phonetic_near else ""      # other near-miss words: other canvases
+        parts.append(cached(ck(f"near-{stem}{nt}{ph}"), lambda: negatives(feat, r, near, pool, noise,
                                                                   {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.
     # In three parts, so that trainings running side by side build them in parallel.

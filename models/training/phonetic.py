@@ -1,0 +1,83 @@
+"""Near misses found by sound (candidate recipe v16, train_head.py --phonetic-near N): the words and
+word pairs of the training sentences that espeak-ng says most like a new trigger, by edit distance
+between their phonemes. A phrase the user picks gets only generic near misses and edits of its own
+spelling (speech.near_misses); the heads' false wakes on voices they never heard land on words that
+share most of the trigger's sounds ("x", "makes a", "affects me" for "alexa": RULE-V19's look at
+them), and these are the words training should see said in every training voice.
+
+    .venv/bin/python phonetic.py alexa [--n 40]      (prints the neighbours and their distances)
+"""
+import argparse
+import collections
+import functools
+import re
+import subprocess
+
+STRESS = re.compile(r"[ˈˌː\s]")
+
+
+def phonemes(lines):
+    """espeak-ng's IPA for each line (one call; it answers a line per input line), stress and length
+    marks and spaces removed."""
+    out = subprocess.run(["espeak-ng", "-q", "--ipa", "-v", "en-us"], input="\n".join(lines) + "\n",
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    if len(out) != len(lines):
+        raise RuntimeError(f"espeak-ng gave {len(out)} lines of phonemes for {len(lines)} words")
+    return [STRESS.sub("", o) for o in out]
+
+
+def distance(a, b):
+    """Levenshtein distance between two phoneme strings."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def vocabulary(sentences, top=6000):
+    """The most frequent single words and word pairs of the sentences, with their counts."""
+    counts = collections.Counter()
+    for s in sentences:
+        w = re.findall(r"[a-z]+", s.lower())
+        counts.update(w)
+        counts.update(f"{a} {b}" for a, b in zip(w, w[1:]))
+    return counts.most_common(top * 4)
+
+
+@functools.lru_cache(maxsize=None)
+def neighbours(trigger, n=40):
+    """The n words or word pairs closest to the trigger by sound (fewest phoneme edits, relative to
+    the trigger's length; the more frequent first among equals), never the trigger itself."""
+    import render
+    import speech
+    tr, _ = render.split_sentences(trigger)
+    vocab = [(t, c) for t, c in vocabulary(tr) if not speech.contains_trigger(t, [trigger])]
+    target = phonemes([trigger.lower()])[0]
+    said = phonemes([t for t, _ in vocab])
+    limit = max(2, len(target) // 2)
+    scored = []
+    for (text, count), ph in zip(vocab, said):
+        if not ph or abs(len(ph) - len(target)) > limit:
+            continue
+        d = distance(ph, target)
+        if 0 < d <= limit:
+            scored.append((d / len(target), -count, text))
+    return [text for _, _, text in sorted(scored)[:n]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trigger")
+    ap.add_argument("--n", type=int, default=40)
+    args = ap.parse_args()
+    target = phonemes([args.trigger.lower()])[0]
+    words = neighbours(args.trigger, args.n)
+    for w, ph in zip(words, phonemes(words)):
+        print(f"{w:24s} {ph:16s} {distance(ph, target)}")
+
+
+if __name__ == "__main__":
+    main()
