@@ -1,7 +1,7 @@
 """The training canvases of a wake head: augmentation (equalisers, speed and vocal-tract warps,
 rooms, noise), placing a rendered clip on a canvas with its labels, the featurizer over the
 frozen front end, and the example sets built from them (triggers, near misses, speech, noise,
-cut-short triggers, human speech, mining and validation streams; cache_file.py keeps them). train_head.py trains
+cut-short triggers, human speech; cache_file.py keeps them; the streams are in streams.py). train_head.py trains
 on them and holdout.py replays their draws; this module imports neither of them.
 """
 import os
@@ -50,6 +50,10 @@ def speed(rng, w, bounds, span=(85, 116)):
 
 
 class Noise:
+    """Training noise: babble of the pool's speech, synthetic music and coloured noise. With an empty
+    pool (the unseen-voice stream, whose only voices must be its own) no babble: music and coloured
+    noise in the shares they have among the rest."""
+
     def __init__(self, rng, pool):
         self.pool = pool
         self.music = [augment.train_music(rng, 10 * 16000) for _ in range(120)]
@@ -74,7 +78,7 @@ class Noise:
         return out / (np.std(out) + 1e-12)
 
     def __call__(self, rng, n):
-        r = rng.random()
+        r = rng.random() if len(self.pool) else 0.35 + 0.65 * rng.random()
         x = self.babble(rng, n) if r < 0.35 else self.music_clip(rng, n) if r < 0.6 else augment.coloured_noise(rng, n, rng.uniform(0.0, 2.0))
         if rng.random() < 0.2:
             x = x + augment.coloured_noise(rng, n, rng.uniform(0, 2)) * 10 ** (-rng.uniform(3, 15) / 20)
@@ -315,46 +319,6 @@ def human_negatives(feat, rng, recs, noise, n):
         ex.add(feat, finish(rng, c * 10 ** (rng.uniform(-6, 6) / 20), noise), None, 6)
         progress("human speech", i, n, t0)
     return ex.arrays()
-
-
-def mining_stream(feat, rng, pool, noise, seconds, seg_s=30):
-    """Training sentences (the training pool, never the validation sentences) back to back, as
-    the validation stream is built, in 30 s segments, each through its own random speaker warp,
-    room and noise: the source of hard negatives (recipe v4's --mine-hours). (n, 375, 96)."""
-    out, t0 = [], time.time()
-    n = int(seconds // seg_s)
-    order = rng.permutation(len(pool))
-    i = 0
-    for j in range(n):
-        seg = []
-        while sum(map(len, seg)) < seg_s * 16000:
-            seg += [pool[order[i % len(order)]].astype(np.float64), np.zeros(int(rng.uniform(0.1, 1.0) * 16000))]
-            i += 1
-        y = finish(rng, np.concatenate(seg)[:seg_s * 16000], noise, snr=(3.0, 30.0))
-        out.append(feat(y)[:seg_s * 16000 // frontend.CHUNK])
-        if (j + 1) % 20 == 0 or j + 1 == n:
-            el = time.time() - t0
-            log(f"  mining stream: {j + 1}/{n} segments of {seg_s} s ({el:.0f} s, ~{el / (j + 1) * (n - j - 1):.0f} s left)")
-    E = np.stack(out)
-    return E, np.zeros(E.shape[:2], np.int8), np.zeros(len(E), np.int8)
-
-
-def validation_stream(feat, rng, pool, noise, seconds):
-    """Training-engine speech never trained on, back to back in training rooms and noise, as
-    embeddings (with the zero-history prefix of a stream start)."""
-    x, total, parts = [], 0, []
-    order = rng.permutation(len(pool))
-    i = 0
-    while total < seconds * 16000:
-        seg = []
-        while sum(map(len, seg)) < 30 * 16000:
-            seg += [pool[order[i % len(order)]].astype(np.float64), np.zeros(int(rng.uniform(0.1, 1.0) * 16000))]
-            i += 1
-        y = finish(rng, np.concatenate(seg), noise, snr=(3.0, 30.0))
-        parts.append(y)
-        total += len(y)
-    audio = np.concatenate(parts)
-    return feat(audio, warp=False), len(audio) / 16000
 
 
 class _Recording(list):

@@ -2,8 +2,8 @@
 word pairs of the training sentences that espeak-ng says most like a new trigger, by edit distance
 between their phonemes. A phrase the user picks gets only generic near misses and edits of its own
 spelling (speech.near_misses); the heads' false wakes on voices they never heard land on words that
-share most of the trigger's sounds ("x", "makes a", "affects me" for "alexa": RULE-V19's look at
-them), and these are the words training should see said in every training voice.
+share most of the trigger's sounds ("x", "makes", "affects me" for "alexa": RULE-V20's look at
+where they wake on the unseen-voice stream), and these are the words training should see said in every training voice.
 
     .venv/bin/python phonetic.py alexa [--n 40]      (prints the neighbours and their distances)
 """
@@ -37,20 +37,20 @@ def distance(a, b):
     return prev[-1]
 
 
-def vocabulary(sentences, top=6000):
-    """The most frequent single words and word pairs of the sentences, with their counts."""
+def vocabulary(sentences, top=24000):
+    """The `top` most frequent single words and word pairs of the sentences, with their counts."""
     counts = collections.Counter()
     for s in sentences:
         w = re.findall(r"[a-z]+", s.lower())
         counts.update(w)
         counts.update(f"{a} {b}" for a, b in zip(w, w[1:]))
-    return counts.most_common(top * 4)
+    return counts.most_common(top)
 
 
 @functools.lru_cache(maxsize=None)
 def neighbours(trigger, n=40):
-    """The n words or word pairs closest to the trigger by sound (fewest phoneme edits, relative to
-    the trigger's length; the more frequent first among equals), never the trigger itself."""
+    """The n words or word pairs closest to the trigger by sound (fewest phoneme edits, at most half
+    the trigger's phonemes; the more frequent first among equals), never the trigger itself."""
     import render
     import speech
     tr, _ = render.split_sentences(trigger)

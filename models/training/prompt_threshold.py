@@ -5,7 +5,7 @@
     out for real_negatives.py --half eval);
   rule v5 (RULE-V19.md, --stream unseen): until it wakes at most 0.5 times per hour over the
     unseen-voice validation stream (unseen_stream.py: RHVoice and Kokoro reading the validation
-    sentences); a head that trained on either engine is refused.
+    sentences); a head that trained on either engine, or whose phrase those sentences say, is refused.
 
 The release detector scores the stream once per head (`wake detect --scores`); its per-step
 scores are replayed with the head's steps in a row and the detector's 2 s refractory. Rule v2's
@@ -13,9 +13,10 @@ threshold is kept in the manifest (training.ruleV2Threshold), so a head can be r
 
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen]           (prints, changes nothing)
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen] --apply   (writes DIR/<stem>.json)
+    .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen --sweep 0.8,0.9,0.95  (wakes at each, per engine)
 
 Needs a release build; --stream prompts needs the prompts (apt-get install
-asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}), --stream unseen builds its stream once (~17 min).
+asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}), --stream unseen builds its stream once (~25 min).
 """
 import argparse
 import json
@@ -54,8 +55,7 @@ def training_half_stream(out_dir):
 
 def unseen_stream(out_dir):
     import unseen_stream as u
-    wav, meta = u.build(out_dir)
-    return wav, meta["hours"]
+    return u.build(out_dir)
 
 
 def scores(binary, wav, models_dir, stem):
@@ -74,12 +74,38 @@ def raised(s, t_v2, k, allowed):
     return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= allowed), 0.999)
 
 
-def trained_on_unseen(man):
-    """The unseen stream's engines this head trained on (it must have trained on none)."""
+def not_unseen(man):
+    """Why the unseen stream is no validation for this head, or None: it trained on one of the
+    stream's engines, or the stream's sentences say its phrase."""
+    import speech
     import unseen_stream as u
     tr = man.get("training", {})
-    used = set(tr.get("engines", [])) | {e for e in u.ENGINES if tr.get(f"{e}TriggerCanvases", 0)}
-    return sorted(used & set(u.ENGINES))
+    used = sorted((set(tr.get("engines", [])) | {e for e in u.ENGINES if tr.get(f"{e}TriggerCanvases", 0)}) & set(u.ENGINES))
+    if used:
+        return f"it trained on {', '.join(used)}"
+    said = [t for texts in u.texts().values() for t in texts if speech.contains_trigger(t, [man["phrase"]])]
+    return f"the stream's sentences say {man['phrase']!r} ({len(said)} clips)" if said else None
+
+
+def rule_v2_threshold(man, path):
+    """Rule v2's threshold: kept aside once a rule here raised it, else the manifest's (which must be rule v2's)."""
+    tr = man.get("training", {})
+    if "ruleV2Threshold" in tr:
+        return float(tr["ruleV2Threshold"])
+    if tr.get("thresholdRule", "v2") != "v2":
+        sys.exit(f"prompt_threshold.py: {path} has a rule-{tr['thresholdRule']} threshold, not rule v2's; "
+                 f"rescore it with train_head.py --rescore --rule v2 first")
+    return float(man["threshold"])
+
+
+def engine_spans(meta, n_steps):
+    """(engine, first step, end step) of each engine's part of the unseen stream (its parts come in order)."""
+    out, at = [], 0
+    for e, h in meta["hoursByEngine"].items():
+        n = int(round(h * 3600 / 0.08))
+        out.append((e, at, min(at + n, n_steps)))
+        at += n
+    return out
 
 
 def main():
@@ -92,17 +118,22 @@ def main():
     ap.add_argument("--out", default=None, help="where the stream is kept (prompts: /tmp/clawvoice-asterisk-prompts; "
                                                 "unseen: models/training/.cache/unseen)")
     ap.add_argument("--apply", action="store_true", help="write the rule's threshold into each <stem>.json")
+    ap.add_argument("--sweep", default="", help="comma-separated thresholds: print the wakes at each (per engine "
+                    "for --stream unseen) instead of choosing one")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
     spec = STREAMS[args.stream]
     mans = {stem: json.load(open(os.path.join(args.models, f"{stem}.json"))) for stem in args.stems}
+    meta = None
     if args.stream == "unseen":
-        bad = {stem: e for stem, m in mans.items() if (e := trained_on_unseen(m))}
+        import unseen_stream as u
+        bad = {stem: why for stem, m in mans.items() if (why := not_unseen(m))}
         if bad:
-            sys.exit("prompt_threshold.py: " + "; ".join(f"{s} trained on {', '.join(e)}" for s, e in bad.items())
-                     + ": the unseen-voice stream is not unseen for it; use --stream prompts or another head")
-        wav, hours = unseen_stream(args.out or os.path.join(HERE, ".cache", "unseen"))
+            sys.exit("prompt_threshold.py: " + "; ".join(f"{s}: {why}" for s, why in bad.items())
+                     + ": the unseen-voice stream is no validation for it; use --stream prompts or another head")
+        wav, meta = unseen_stream(args.out or u.DEFAULT_OUT)
+        hours = meta["hours"]
     else:
         wav, hours = training_half_stream(args.out or "/tmp/clawvoice-asterisk-prompts")
     allowed = math.floor(spec["per_hour"] * hours + 1e-9)
@@ -110,22 +141,30 @@ def main():
     for stem, man in mans.items():
         path = os.path.join(args.models, f"{stem}.json")
         tr = man.get("training", {})
-        t_v2 = float(tr.get("ruleV2Threshold", man["threshold"]))     # applied once already: start from rule v2's
+        t_v2 = rule_v2_threshold(man, path)
         k = int(man.get("consecutiveSteps", 1))
         s = scores(args.bin, wav, args.models, stem)
+        if args.sweep:
+            parts = engine_spans(meta, len(s)) if meta else [(spec["name"], 0, len(s))]
+            for t in [float(x) for x in args.sweep.split(",")]:
+                print(f"  {stem} at {t:.3f}: {detections(s, t, k=k)} wakes (" + ", ".join(
+                    f"{e} {detections(s[a:b], t, k=k)}" for e, a, b in parts) + f"; {k} steps in a row)", flush=True)
+            continue
         t = raised(s, t_v2, k, allowed)
         left = detections(s, t, k=k)
         print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, k=k)} wakes) -> {t:.3f} ({left} wakes; "
               f"{k} steps in a row)", flush=True)
         if left > allowed:
-            print(f"    no threshold on the grid keeps {stem} to {allowed} wakes ({left} at {t:.3f})", flush=True)
+            print(f"    no threshold on the grid keeps {stem} to {allowed} wakes ({left} at {t:.3f}): left as it is", flush=True)
+            continue
         if args.apply:
             tr["ruleV2Threshold"] = round(t_v2, 4)
             if "validation" in tr:            # its figures are rule v2's threshold's
                 tr["ruleV2Validation"] = tr.pop("validation")
             tr["thresholdRule"] = spec["rule"]
-            tr["thresholdSetBy"] = (f"models/training/prompt_threshold.py {stem} --stream {args.stream} --apply (rule v2, "
-                                    f"then the lowest threshold with {left} wakes in {hours:.2f} h of {spec['name']})")
+            tr["thresholdSetBy"] = f"models/training/prompt_threshold.py {stem} --stream {args.stream} --apply"
+            tr["thresholdStream"] = {"stream": spec["name"], "file": os.path.basename(wav), "hours": round(hours, 3),
+                                     "allowedWakes": allowed, "wakes": left}
             man["threshold"], man["training"] = round(t, 4), tr
             with open(path, "w") as f:
                 json.dump(man, f, indent=2)

@@ -4,6 +4,7 @@
 # and ordinary speech with espeak-ng, Piper and Pico (never flite or the other held-out engine: those are held out for
 # make wake-eval), computes the frozen front end's embeddings once (cached in .cache/), trains the
 # head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
+# WAKE_RECIPE=v16 trains a new phrase with recipe v16 and threshold rule v5 instead (RULE-V20.md).
 # Progress and ETAs are printed throughout; models/README.md gives the measured time.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,4 +27,29 @@ export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 cd "$here"
 extra=()
 [ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
-exec nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
+# WAKE_RECIPE=v16 (RULE-V20: a new phrase only): near misses found by sound, then threshold rule v5 on
+# the unseen-voice stream (built once, ~25 min; needs the release build, made here when missing).
+recipe="${WAKE_RECIPE:-v4}"
+case "$recipe" in
+  v4) ;;
+  v16) extra+=(--phonetic-near 40) ;;
+  *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v4, the default, or v16)" >&2; exit 2 ;;
+esac
+nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
+[ "$recipe" = v16 ] || exit 0
+models="$(cd "$here/../.." && pwd)/models"
+args=("${@:2}")
+for i in "${!args[@]}"; do
+  case "${args[$i]}" in
+    --models-dir) models="${args[$((i + 1))]}" ;;
+    --models-dir=*) models="${args[$i]#--models-dir=}" ;;
+  esac
+done
+bin="$here/../../.build/release/clawvoice"
+if [ ! -x "$bin" ]; then
+  echo "train.sh: building the release detector for threshold rule v5 (one time): swift build -c release --product clawvoice"
+  (cd "$here/../.." && swift build -c release --product clawvoice)
+fi
+stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
+echo "train.sh: threshold rule v5: the unseen-voice stream (built once per machine, ~25 min; progress below)"
+exec nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u prompt_threshold.py "$stem" --models "$models" --stream unseen --apply

@@ -18,8 +18,9 @@ import real
 import render
 import voices
 from cache_file import cached
-from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, canvas_engines, human_negatives,
-                    mining_stream, negatives, over_speech, partials, positives, validation_stream)
+from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, canvas_engines, human_negatives, negatives,
+                    over_speech, partials, positives)
+from streams import mining_stream, validation_stream
 from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_extra, render_extra_pool, render_mining_pool,
                     render_pool, render_trigger)
 
@@ -40,7 +41,7 @@ def render_all(args, trigger):
                                  + [a for t in ktrig for a in ("--trigger", t)])
         log(f"kokoro: rendering in the background (pid {kproc.pid})")
     engines = voices.engines()
-    pool, vpool, clips, near, pool_of = [], [], {}, [], {}
+    pool, vpool, clips, near, pool_of, own_near = [], [], {}, [], {}, []
     tag = pool_tag(trigger)
     if tag:
         log(f"{trigger!r} occurs in the shared sentences: they are left out, and this training builds its own "
@@ -49,20 +50,23 @@ def render_all(args, trigger):
         pool_of[eng.name] = render_pool(eng, trigger=trigger)
         pool += pool_of[eng.name]
         vpool += render_pool(eng, 400, "val", trigger=trigger)
-        own, nm = render_trigger(eng, trigger, phonetic=args.phonetic_near)
+        own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
         near += nm
+        # Recipe v16's words found by sound go into this phrase's own near-miss canvases only: the
+        # shared negatives (built by whichever training comes first) stay as every recipe has them.
+        own_near += render_trigger(eng, trigger, phonetic=args.phonetic_near)[1] if args.phonetic_near else nm
         log(f"{eng.name}: {len(own)} triggers, {len(near)} near misses")
     all_clips = [c for v in clips.values() for c in v]
     log(f"rendered: {len(all_clips)} triggers, {len(near)} near misses, {len(pool)} sentences "
         f"({sum(map(len, pool)) / 16000 / 60:.0f} min), {len(vpool)} validation sentences")
-    return engines, pool, vpool, clips, near, pool_of, all_clips, tag, kproc
+    return engines, pool, vpool, clips, near, pool_of, all_clips, tag, kproc, own_near
 
 
 def examples(args, fe, trigger, stem, seed, t_start, rendered):
     """The canvases (E embeddings, Y labels, K kinds), the validation stream and the mining stream,
     from render_all's output."""
-    engines, pool, vpool, clips, near, pool_of, all_clips, tag, kproc = rendered
+    engines, pool, vpool, clips, near, pool_of, all_clips, tag, kproc, own_near = rendered
     sc = args.scale
     key = f"v{DATA_VERSION}-s{sc:g}"
     ck = lambda name: os.path.join(args.cache_dir, "examples", f"{name}-{key}.npz")
@@ -94,7 +98,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
                                                              int(args.positives * sc), int(600 * sc))
     if trigger.lower() not in DEFAULT_TRIGGERS:
         ph = f"-ph{args.phonetic_near}" if args.phonetic_near else ""      # other near-miss words: other canvases
-        parts.append(cached(ck(f"near-{stem}{nt}{ph}"), lambda: negatives(feat, r, near, pool, noise,
+        parts.append(cached(ck(f"near-{stem}{nt}{ph}"), lambda: negatives(feat, r, own_near, pool, noise,
                                                                   {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.
     # In three parts, so that trainings running side by side build them in parallel.

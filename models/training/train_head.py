@@ -23,7 +23,7 @@ from canvas import KINDS, STEP_S
 from fit import fit
 from head import HEAD_WINDOW, HIDDEN, confirmed, detections, forward, init_params, windows
 from head_file import write_head
-from render import file_stem
+from render import DEFAULT_TRIGGERS, file_stem
 from threshold import RULES, THRESHOLD_GRID, Validation, choose_threshold, rule_checks
 from train_args import HERE, RECIPE_VERSION, REPO, parser, recipe_name
 from train_data import DATA_VERSION, examples, render_all, split
@@ -47,6 +47,9 @@ def main():
     seed = args.seed + zlib.crc32(stem.encode()) % 100000
     os.makedirs(args.models_dir, exist_ok=True)   # --models-dir may name a new directory
     args.others_rendered = others_rendered(args, stem)
+    if args.phonetic_near and trigger.lower() in DEFAULT_TRIGGERS:
+        raise SystemExit(f"--phonetic-near: {trigger!r} is a default trigger and keeps its own near-miss list; "
+                         "the flag is for a new phrase")
     log(f"training wake head for {trigger!r} -> {os.path.join(args.models_dir, stem)}.json (seed {seed})")
     fe_path = os.path.join(args.models_dir, "frontend.json")
     if not os.path.exists(fe_path):
@@ -97,7 +100,6 @@ def others_rendered(args, stem):
     """The stems of the default triggers whose negatives this training renders itself (train_args: --others-rendered):
     all by default; a rescore keeps the split its head was trained on (its manifest's record; heads
     trained before the record existed took every cached trigger's canvases, so none)."""
-    from render import DEFAULT_TRIGGERS
     stems = [file_stem(t) for t in DEFAULT_TRIGGERS]
     if args.others_rendered is None:
         if not args.rescore:

@@ -5,6 +5,7 @@
 #   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs)
 #   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
 #   WAKE_YARDSTICK_RECIPE=v13 bash models/training/yardstick.sh ...  (candidate recipe v13: RHVoice's speakers)
+#   WAKE_YARDSTICK_RECIPE=v16 bash models/training/yardstick.sh ...  (recipe v16 and rule v5: WAKE_RECIPE=v16)
 # The heads live in models/training/.cache/yardstick/<recipe>/ (gitignored, not shipped) and are
 # trained there only when absent: one run per word, ~25 min each on a quiet 2-core machine.
 set -euo pipefail
@@ -15,7 +16,8 @@ case "$recipe" in
   v4) flags=() ;;
   v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
   v13) flags=(--rhvoice 1500 --tag=-v13) ;;                                      # models/training/RULE-V13.md
-  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4, v9 or v13)" >&2; exit 2 ;;
+  v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5 (RULE-V20.md)
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4, v9, v13 or v16)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
