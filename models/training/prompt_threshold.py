@@ -124,6 +124,10 @@ def main():
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
     spec = STREAMS[args.stream]
+    missing = [s for s in args.stems if not os.path.exists(os.path.join(args.models, f"{s}.json"))]
+    if missing:
+        sys.exit(f"prompt_threshold.py: no {', '.join(m + '.json' for m in missing)} in {args.models}; train it first "
+                 f"(bash models/training/train.sh WORD --models-dir {args.models})")
     mans = {stem: json.load(open(os.path.join(args.models, f"{stem}.json"))) for stem in args.stems}
     meta = None
     if args.stream == "unseen":
