@@ -53,11 +53,6 @@ def training_half_stream(out_dir):
     return wav, json.load(open(meta))["seconds"] / 3600
 
 
-def unseen_stream(out_dir):
-    import unseen_stream as u
-    return u.build(out_dir)
-
-
 def scores(binary, wav, models_dir, stem):
     cmd = [binary, "wake", "detect", "--input", wav, "--phrases", stem, "--models", models_dir, "--scores"]
     with tempfile.TemporaryDirectory() as state:      # the head alone: no household enrollment applies
@@ -136,7 +131,7 @@ def main():
         if bad:
             sys.exit("prompt_threshold.py: " + "; ".join(f"{s}: {why}" for s, why in bad.items())
                      + ": the unseen-voice stream is no validation for it; use --stream prompts or another head")
-        wav, meta = unseen_stream(args.out or u.DEFAULT_OUT)
+        wav, meta = u.build(args.out or u.DEFAULT_OUT)
         hours = meta["hours"]
     else:
         wav, hours = training_half_stream(args.out or "/tmp/clawvoice-asterisk-prompts")

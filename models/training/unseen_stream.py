@@ -3,9 +3,10 @@ the validation sentences (render.split_sentences: never a training sentence, nev
 trigger) read by RHVoice's two English speakers (bdl, clb) and by Kokoro's mixed speakers, back to
 back in 30 s segments, each through a training room and training noise at 3-30 dB (streams.
 stream_audio, as rule v2's stream is built, without its babble: the stream's only voices are the
-unseen ones). Neither engine is flite or festival, and neither trains a recipe-v4 head: a head that
-trained on one of them (recipe v13's --rhvoice, the stop word's --kokoro) is refused by the caller,
-since its "unseen" voices would not be; so is a phrase the sentences say (prompt_threshold.py).
+unseen ones). Neither engine is flite nor the engine flite shares speakers with (both held out),
+and neither trains a recipe-v4 head: a head that trained on one of them (recipe v13's --rhvoice,
+the stop word's --kokoro) is refused by the caller, since its "unseen" voices would not be; so is
+a phrase the sentences say (prompt_threshold.py).
 
     .venv/bin/python unseen_stream.py [--out DIR]     (builds the WAV once; prints its path and hours)
 
