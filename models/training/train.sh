@@ -4,7 +4,7 @@
 # and ordinary speech with espeak-ng, Piper and Pico (never flite or the other held-out engine: those are held out for
 # make wake-eval), computes the frozen front end's embeddings once (cached in .cache/), trains the
 # head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
-# WAKE_RECIPE=v16 trains a new phrase with recipe v16 and threshold rule v5 instead (RULE-V20.md).
+# WAKE_RECIPE=v16 trains a new phrase with recipe v16 and threshold rule v5b instead (RULE-V20.md, RULE-V21.md).
 # Progress and ETAs are printed throughout; models/README.md gives the measured time.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,8 +27,9 @@ export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 cd "$here"
 extra=()
 [ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
-# WAKE_RECIPE=v16 (RULE-V20: a new phrase only): near misses found by sound, then threshold rule v5 on
-# the unseen-voice stream (built once, ~25 min; needs the release build, made here when missing).
+# WAKE_RECIPE=v16 (RULE-V20: a new phrase only): near misses found by sound, then threshold rule v5b on
+# the unseen-voice stream's RHVoice part (RULE-V21; built once, a few minutes; needs the release
+# detector: the checkout's, else an installed clawvoice, else built here).
 recipe="${WAKE_RECIPE:-v4}"
 case "$recipe" in
   v4) ;;
@@ -38,18 +39,24 @@ esac
 nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
 [ "$recipe" = v16 ] || exit 0
 models="$(cd "$here/../.." && pwd)/models"
+cache="$here/.cache"
 args=("${@:2}")
 for i in "${!args[@]}"; do
   case "${args[$i]}" in
     --models-dir) models="${args[$((i + 1))]}" ;;
     --models-dir=*) models="${args[$i]#--models-dir=}" ;;
+    --cache-dir) cache="${args[$((i + 1))]}" ;;
+    --cache-dir=*) cache="${args[$i]#--cache-dir=}" ;;
   esac
 done
 bin="$here/../../.build/release/clawvoice"
-if [ ! -x "$bin" ]; then
-  echo "train.sh: building the release detector for threshold rule v5 (one time): swift build -c release --product clawvoice"
+if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then
+  bin="$(command -v clawvoice)"
+elif [ ! -x "$bin" ]; then
+  echo "train.sh: building the release detector for threshold rule v5b (one time): swift build -c release --product clawvoice"
   (cd "$here/../.." && swift build -c release --product clawvoice)
 fi
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
-echo "train.sh: threshold rule v5: the unseen-voice stream (built once per machine, ~25 min; progress below)"
-exec nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u prompt_threshold.py "$stem" --models "$models" --stream unseen --apply
+echo "train.sh: threshold rule v5b: the unseen-voice stream's RHVoice part (built once per machine, a few minutes)"
+exec nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u prompt_threshold.py "$stem" --models "$models" \
+  --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply

@@ -9,6 +9,7 @@ the stop word's --kokoro) is refused by the caller, since its "unseen" voices wo
 a phrase the sentences say (prompt_threshold.py).
 
     .venv/bin/python unseen_stream.py [--out DIR]     (builds the WAV once; prints its path and hours)
+    .venv/bin/python unseen_stream.py --engines rhvoice    (RHVoice's part alone: rule v5b, RULE-V21.md)
 
 Renders 1,300 clips of RHVoice (2.27 h with the gaps; about 2 min) and 400 of Kokoro (0.80 h; about
 22 min on one core), cached in the render cache; the joined WAV (350 MB) is kept in --out (default
@@ -67,17 +68,20 @@ def texts():
     return {name: render.sentence_texts(np.random.default_rng(SEED + i), val, CLIPS[name]) for i, name in enumerate(ENGINES)}
 
 
-def build(out_dir):
+def build(out_dir, engines=ENGINES):
     """The stream's WAV (16 kHz mono int16) and its meta {hours, hoursByEngine, texts}; built once
-    per content (the texts, the render cache's version and this module's settings)."""
-    said = texts()
+    per content (the texts, the render cache's version and this module's settings). `engines` a
+    subset keeps each engine's texts, draws and order, so ("rhvoice",) is the full stream's first
+    2.27 h bit for bit (rule v5b, RULE-V21.md)."""
+    assert engines and set(engines) <= set(ENGINES), engines
+    said = {e: t for e, t in texts().items() if e in engines}
     key = hashlib.sha1(repr((STREAM_VERSION, render.RENDER_VERSION, SEED, GAP_S, CLIPS, said)).encode()).hexdigest()[:12]
     os.makedirs(out_dir, exist_ok=True)
     wav, meta = os.path.join(out_dir, f"unseen-{key}.wav"), os.path.join(out_dir, f"unseen-{key}.json")
     if os.path.exists(wav) and os.path.exists(meta):
         return wav, json.load(open(meta))
     clips = {name: render.rendered(_Named(name), "unseen-val", said[name], CLIPS[name], SEED + 10 + i)
-             for i, name in enumerate(ENGINES)}
+             for i, name in enumerate(ENGINES) if name in engines}
     rng = np.random.default_rng(SEED)
     noise, t0, seconds = Noise(rng, []), time.time(), {}
     tmp = f"{wav}.{os.getpid()}.tmp"
@@ -108,7 +112,10 @@ def build(out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=DEFAULT_OUT)
-    wav, m = build(ap.parse_args().out)
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="which engines' parts (rhvoice alone: rule v5b's stream, about 2 min to render)")
+    args = ap.parse_args()
+    wav, m = build(args.out, tuple(e for e in ENGINES if e in args.engines.split(",")))
     print(f"{wav}: {m['hours']:.2f} h")
 
 
