@@ -53,7 +53,7 @@ help:
 	@echo "make bench   clawvoice-bench (release) on a private PulseAudio and the loopback gateway"
 	@echo "make soak    the outbox kill -9 soak (SOAK_ROUNDS, default 500)"
 	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (8) each;  make fuzz-long: 10^6 inputs each"
-	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 25 min from a clean cache, 8 min with warm caches; models/README.md)'
+	@echo 'make wake-model TRIGGER="hey claw"   train a wake-word model (about 26 min from a clean cache, 5-8 min with warm caches; models/README.md)'
 	@echo 'make wake-eval-real                  the real-speech yardstick: alexa/jarvis heads trained from text on real people, beside two anchors (models/EVALUATION.md)'
 	@echo 'make wake-eval-real-negatives        false wakes of the shipped heads on recorded human speech (Debian voice prompts, 28 min; models/EVALUATION.md)'
 	@echo 'make wake-eval-enroll                enrollment measured with stand-in users (held-out flite voices), before and after (models/EVALUATION.md)'

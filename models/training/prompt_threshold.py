@@ -58,14 +58,16 @@ def training_half_stream(out_dir):
     return wav, json.load(open(meta))["seconds"] / 3600
 
 
-def scores(binary, wav, models_dir, stem):
-    cmd = [binary, "wake", "detect", "--input", wav, "--phrases", stem, "--models", models_dir, "--scores"]
+def scores(binary, wav, models_dir, phrase):
+    """The head's score at every step; the detector keys them by the manifest's phrase ("hey claw"),
+    not by the file's stem ("hey-claw")."""
+    cmd = [binary, "wake", "detect", "--input", wav, "--phrases", phrase, "--models", models_dir, "--scores"]
     with tempfile.TemporaryDirectory() as state:      # the head alone: no household enrollment applies
         run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, CLAWVOICE_STATE_DIR=state))
     if run.returncode != 0:
         sys.exit(f"prompt_threshold.py: {' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
     steps = [json.loads(line) for line in run.stdout.splitlines() if line.startswith('{"ms"')]
-    return np.array([st["scores"][stem] for st in steps], np.float32)
+    return np.array([st["scores"][phrase] for st in steps], np.float32)
 
 
 def raised(s, t_v2, k, allowed):
@@ -120,6 +122,8 @@ def main():
     ap.add_argument("--out", default=None, help="where the stream is kept (prompts: /tmp/clawvoice-asterisk-prompts; "
                                                 "unseen: models/training/.cache/unseen)")
     ap.add_argument("--apply", action="store_true", help="write the rule's threshold into each <stem>.json")
+    ap.add_argument("--keep-if-refused", action="store_true", help="when the stream is no validation for a head, "
+                    "say so and keep its rule-v2 threshold (exit 0; what train.sh asks for)")
     ap.add_argument("--sweep", default="", help="comma-separated thresholds: print the wakes at each (per engine "
                     "for --stream unseen) instead of choosing one")
     args = ap.parse_args()
@@ -135,7 +139,14 @@ def main():
     if args.stream.startswith("unseen"):
         import unseen_stream as u
         bad = {stem: why for stem, m in mans.items() if (why := not_unseen(m, spec["engines"]))}
-        if bad:
+        if bad and args.keep_if_refused:
+            for stem, why in bad.items():
+                print(f"prompt_threshold.py: {stem}: {why}, so {spec['name']} is no validation for it; "
+                      f"it keeps rule v2's threshold {float(mans[stem]['threshold']):.3f}", flush=True)
+                del mans[stem]
+            if not mans:
+                return
+        elif bad:
             sys.exit("prompt_threshold.py: " + "; ".join(f"{s}: {why}" for s, why in bad.items())
                      + ": the unseen-voice stream is no validation for it; use --stream prompts or another head")
         wav, meta = u.build(args.out or u.DEFAULT_OUT, spec["engines"])
@@ -149,7 +160,7 @@ def main():
         tr = man.get("training", {})
         t_v2 = rule_v2_threshold(man, path)
         k = int(man.get("consecutiveSteps", 1))
-        s = scores(args.bin, wav, args.models, stem)
+        s = scores(args.bin, wav, args.models, man["phrase"])
         if args.sweep:
             parts = engine_spans(meta, len(s)) if meta else [(spec["name"], 0, len(s))]
             for t in [float(x) for x in args.sweep.split(",")]:

@@ -4,7 +4,9 @@
 # and ordinary speech with espeak-ng, Piper and Pico (never flite or the other held-out engine: those are held out for
 # make wake-eval), computes the frozen front end's embeddings once (cached in .cache/), trains the
 # head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
-# WAKE_RECIPE=v16 trains a new phrase with recipe v16 and threshold rule v5b instead (RULE-V20.md, RULE-V21.md).
+# A new phrase gets recipe v16 and threshold rule v5b (RULE-V20.md, RULE-V21.md: near misses found by
+# sound, then the threshold raised until the head wakes at most 0.5 times per hour on voices it never
+# heard); the default triggers and the stop word keep recipe v4 and rule v2. WAKE_RECIPE=v4 forces v4.
 # Progress and ETAs are printed throughout; models/README.md gives the measured time.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,15 +29,20 @@ export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 cd "$here"
 extra=()
 [ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
-# WAKE_RECIPE=v16 (RULE-V20: a new phrase only): near misses found by sound, then threshold rule v5b on
-# the unseen-voice stream's RHVoice part (RULE-V21; built once, a few minutes; needs the release
-# detector: the checkout's, else an installed clawvoice, else built here).
-recipe="${WAKE_RECIPE:-v4}"
+# Recipe v16 (RULE-V20, RULE-V21; a new phrase): near misses found by sound, then threshold rule v5b on
+# the unseen-voice stream's RHVoice part (built once per machine, a few minutes; needs the release
+# detector: the checkout's, else an installed clawvoice, else built here). The default triggers and
+# the stop word keep their own near-miss lists: recipe v4.
+case "$(printf '%s' "$trigger" | tr '[:upper:]' '[:lower:]')" in
+  openclaw|claude|computer|stop) recipe="${WAKE_RECIPE:-v4}" ;;
+  *) recipe="${WAKE_RECIPE:-v16}" ;;
+esac
 case "$recipe" in
   v4) ;;
   v16) extra+=(--phonetic-near 40) ;;
-  *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v4, the default, or v16)" >&2; exit 2 ;;
+  *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v16, a new phrase's default, or v4)" >&2; exit 2 ;;
 esac
+echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" = v16 ] && echo ' (near misses found by sound, then threshold rule v5b)')"
 nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
 [ "$recipe" = v16 ] || exit 0
 models="$(cd "$here/../.." && pwd)/models"
@@ -59,4 +66,4 @@ fi
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
 echo "train.sh: threshold rule v5b: the unseen-voice stream's RHVoice part (built once per machine, a few minutes)"
 exec nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u prompt_threshold.py "$stem" --models "$models" \
-  --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply
+  --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply --keep-if-refused

@@ -2,22 +2,25 @@
 # The real-speech yardstick (issue 22): heads for "alexa" and "jarvis" trained from text exactly as
 # `make wake-model TRIGGER=...` trains a user's trigger (train.sh: espeak-ng, Piper and Pico only,
 # never a real recording of the word), scored by realspeech.py on real people saying those words.
-#   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs)
+#   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs: recipe
+#                                                                     v16 and rule v5b, a new phrase's default)
+#   WAKE_YARDSTICK_RECIPE=v4 bash models/training/yardstick.sh ...   (recipe v4 and rule v2, the default before RULE-V21)
 #   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
 #   WAKE_YARDSTICK_RECIPE=v13 bash models/training/yardstick.sh ...  (candidate recipe v13: RHVoice's speakers)
-#   WAKE_YARDSTICK_RECIPE=v16 bash models/training/yardstick.sh ...  (recipe v16 and rule v5: WAKE_RECIPE=v16)
 # The heads live in models/training/.cache/yardstick/<recipe>/ (gitignored, not shipped) and are
-# trained there only when absent: one run per word, ~25 min each on a quiet 2-core machine.
+# trained there only when absent: one run per word, ~26 min the first from a clean cache on a quiet
+# 2-core machine, 5-8 min each after.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-recipe="${WAKE_YARDSTICK_RECIPE:-v4}"
+recipe="${WAKE_YARDSTICK_RECIPE:-v16}"
+export WAKE_RECIPE=v4                     # v4, v9 and v13 are recipe v4 with flags
 case "$recipe" in
+  v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5b (RULE-V20, V21)
   v4) flags=() ;;
   v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
   v13) flags=(--rhvoice 1500 --tag=-v13) ;;                                      # models/training/RULE-V13.md
-  v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5 (RULE-V20.md)
-  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v4, v9, v13 or v16)" >&2; exit 2 ;;
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v16, v4, v9 or v13)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
