@@ -105,4 +105,5 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
     with open(os.path.join(args.models_dir, f"{stem}.json"), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
-    log(f"wrote models/{stem}.json + models/{stem}.bin ({len(blob) / 1024:.0f} KiB) in {(time.time() - t_start) / 60:.1f} min")
+    out = os.path.join(args.models_dir, stem)
+    log(f"wrote {out}.json + {out}.bin ({len(blob) / 1024:.0f} KiB) in {(time.time() - t_start) / 60:.1f} min")

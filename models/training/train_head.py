@@ -54,7 +54,7 @@ def main():
     fe_path = os.path.join(args.models_dir, "frontend.json")
     if not os.path.exists(fe_path):
         frontend.export(args.models_dir)
-        log("exported the front end to models/frontend.json + frontend.bin")
+        log(f"exported the front end to {fe_path} + frontend.bin")
     fe = frontend.FrontEnd(args.models_dir)
     fe_sha = json.load(open(fe_path))["weightsSHA256"]
     zero = fe.embed_mels(np.repeat(fe.zero_mel[None], frontend.EMB_FRAMES, axis=0))[0].astype(np.float16)
