@@ -16,6 +16,13 @@ from train_args import recipe_name
 log = render.log
 
 
+
+def new_phrase_v4(args, trigger):
+    """" WAKE_RECIPE=v4" for a new phrase trained without recipe v16's near misses (make wake-model's
+    default for a new phrase is v16 since RULE-V21), so the recorded command gives this head's recipe."""
+    own = trigger.lower() in render.DEFAULT_TRIGGERS + ["stop"]
+    return "" if own or getattr(args, "phonetic_near", 0) else " WAKE_RECIPE=v4"
+
 def member_prefix(mi):
     """Tensor names of an ensemble's member mi start with this (member 0: none, as a single head)."""
     return "" if mi == 0 else f"member{mi}."
@@ -85,7 +92,7 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
         "tensors": entries,
         "training": {
             "recipe": recipe_name(args, bool(wtag)),
-            "command": f'make wake-model TRIGGER="{trigger}"' + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
+            "command": f'make wake-model TRIGGER="{trigger}"' + new_phrase_v4(args, trigger) + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []) + (["rhvoice"] if args.rhvoice else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,

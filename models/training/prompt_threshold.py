@@ -7,7 +7,7 @@
     unseen-voice validation stream (unseen_stream.py: RHVoice and Kokoro reading the validation
     sentences); a head that trained on either engine, or whose phrase those sentences say, is refused;
   rule v5b (RULE-V21.md, --stream unseen-rhvoice): rule v5 on that stream's RHVoice part alone (its
-    first 2.27 h, bit for bit; about 2 minutes to build where rule v5's takes 25).
+    first 2.27 h, bit for bit; about 4 minutes to build where rule v5's takes 25).
 
 The release detector scores the stream once per head (`wake detect --scores`); its per-step
 scores are replayed with the head's steps in a row and the detector's 2 s refractory. Rule v2's

@@ -6,7 +6,7 @@
 # head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
 # A new phrase gets recipe v16 and threshold rule v5b (RULE-V20.md, RULE-V21.md: near misses found by
 # sound, then the threshold raised until the head wakes at most 0.5 times per hour on voices it never
-# heard); the default triggers and the stop word keep recipe v4 and rule v2. WAKE_RECIPE=v4 forces v4.
+# heard); the default triggers and the stop word never get v16. WAKE_RECIPE=v4 forces recipe v4.
 # Progress and ETAs are printed throughout; models/README.md gives the measured time.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,10 +20,11 @@ usage: models/training/train.sh "trigger phrase" [train_head.py options]
 Trains a wake head for the phrase from synthetic voices (espeak-ng, Piper, Pico; never a recording)
 and writes models/<stem>.json + .bin, where the node finds it. A new phrase gets recipe v16: near
 misses found by sound, then threshold rule v5b (the threshold raised until the head wakes at most
-once in 2.27 h of voices it never trained on; RHVoice's engine is built for it once). About 26 min
-the first time on a 2-core machine, 5-8 min after; progress and ETAs are printed throughout.
+once in 2.27 h of voices it never trained on; RHVoice's engine is cloned and built for it once). About
+26 min the first time on a 2-core machine (plus the clone, and a release build of clawvoice in a
+checkout without one), 5-8 min after; progress and ETAs are printed throughout.
 
-  WAKE_RECIPE=v4       recipe v4 and rule v2 alone (the default triggers and the stop word use it)
+  WAKE_RECIPE=v4       recipe v4 and rule v2 alone (what the default triggers and the stop word get)
   WAKE_EPOCHS=N        train N epochs instead of the recipe's
   WAKE_NICE=N          the training's niceness (default 10)
   --models-dir DIR     write the head there instead of models/
@@ -53,12 +54,18 @@ extra=()
 [ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
 # Recipe v16 (RULE-V20, RULE-V21; a new phrase): near misses found by sound, then threshold rule v5b on
 # the unseen-voice stream's RHVoice part (built once per machine, a few minutes; needs the release
-# detector: the checkout's, else an installed clawvoice, else built here). The default triggers and
-# the stop word keep their own near-miss lists: recipe v4.
-case "$(printf '%s' "$trigger" | tr '[:upper:]' '[:lower:]')" in
-  openclaw|claude|computer|stop) recipe="${WAKE_RECIPE:-v4}" ;;
-  *) recipe="${WAKE_RECIPE:-v16}" ;;
-esac
+# detector: the checkout's, else an installed clawvoice, else built here). The default triggers
+# (render.DEFAULT_TRIGGERS) and the stop word keep their own near-miss lists: never v16.
+phrase="$(printf '%s' "$trigger" | tr '[:upper:]' '[:lower:]' | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')"
+if "$venv/bin/python" -c 'import sys; from render import DEFAULT_TRIGGERS; sys.exit(sys.argv[1] not in DEFAULT_TRIGGERS + ["stop"])' "$phrase"; then
+  recipe="${WAKE_RECIPE:-v4}"
+  if [ "$recipe" = v16 ]; then
+    echo "train.sh: WAKE_RECIPE=v16 is for a new phrase; \"$phrase\" keeps its own near-miss list (recipe v4)" >&2
+    exit 2
+  fi
+else
+  recipe="${WAKE_RECIPE:-v16}"
+fi
 case "$recipe" in
   v4) ;;
   v16) extra+=(--phonetic-near 40) ;;
@@ -76,6 +83,7 @@ for i in "${!args[@]}"; do
     --models-dir=*) models="${args[$i]#--models-dir=}" ;;
     --cache-dir) cache="${args[$((i + 1))]}" ;;
     --cache-dir=*) cache="${args[$i]#--cache-dir=}" ;;
+    -h|--help|--rescore|--hold-out|--hold-out=*) exit 0 ;;   # train_head.py wrote no head: no rule to apply
   esac
 done
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
@@ -96,6 +104,7 @@ rule_v5b() {
 if ! rule_v5b; then
   echo "train.sh: threshold rule v5b did not finish (see above), so $models/$stem.json keeps rule v2's threshold," \
        "which wakes more often on voices training never heard. Once that is fixed, finish it with:" \
-       "(cd $here && .venv/bin/python prompt_threshold.py $stem --models $models --stream unseen-rhvoice --apply)" >&2
+       "$(printf '%q ' cd "$here")&& $(printf '%q ' .venv/bin/python prompt_threshold.py "$stem" --models "$models" \
+         --stream unseen-rhvoice --out "$cache/unseen" --apply --keep-if-refused)" >&2
   exit 1
 fi

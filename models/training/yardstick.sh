@@ -29,8 +29,17 @@ cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
 for word in alexa jarvis; do
   if [ ! -f "$dir/$word.json" ]; then
     echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
-    WAKE_NICE="${WAKE_NICE:-15}" bash "$here/train.sh" "$word" --models-dir "$dir" "${flags[@]}" 2>&1 | tee "$dir/$word.log"
-    [ -f "$dir/$word.json" ] || { echo "yardstick.sh: training \"$word\" failed; see $dir/$word.log" >&2; exit 1; }
+    if ! WAKE_NICE="${WAKE_NICE:-15}" bash "$here/train.sh" "$word" --models-dir "$dir" "${flags[@]}" 2>&1 | tee "$dir/$word.log" \
+       || [ ! -f "$dir/$word.json" ]; then
+      rm -f "$dir/$word.json" "$dir/$word.bin"      # half a recipe is not scored as the recipe
+      echo "yardstick.sh: training \"$word\" failed; see $dir/$word.log" >&2
+      exit 1
+    fi
+  fi
+  # Recipe v16's heads carry rule v5b's threshold; a head from before RULE-V21 (rule v5) is raised again.
+  if [ "$recipe" = v16 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
+    echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
+    (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --apply)
   fi
 done
 [ "${1:-}" = "--train-only" ] && exit 0
