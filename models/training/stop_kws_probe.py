@@ -1,8 +1,8 @@
 """A probe, not a candidate (issue 22, item 6; it chooses nothing): PocketSphinx's keyword spotter
 for "stop" on stop_speech.py's set (flite's "stop"s over the node's espeak-ng speech, and 0.51 h of
-that speech alone), scored exactly as stop_speech.py scores the head (a detection from 0.5 s before
-to 1 s after the word's end). Its en-us acoustic model learned from many real speakers, which the
-heads never had; the question is whether it hears the "stop"s the head misses, and at what cost.
+that speech alone), scored as stop_speech.py scores the head (a detection from 0.5 s before to 1 s
+after the word's end; the detector's 2 s refractory). Its en-us acoustic model learned from many
+real speakers, which the heads never had; the question is whether it hears the "stop"s the head misses, and at what cost.
 
     .venv/bin/python stop_kws_probe.py [--exponents 20,10,2]     (kws_threshold 1e-20, 1e-10, 1e-2)
 
@@ -19,10 +19,11 @@ import stop_speech
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEP = 1600                 # 100 ms of 16 kHz audio per call: a detection is timed at its chunk's end
+REFRACTORY_MS = 2000        # the detector's: nothing counts within 2 s of the last detection kept
 
 
 def spot(raw, exponent):
-    """Detections [{"phrase", "ms"}] of "stop" in 16-bit mono PCM, 1 s apart at least."""
+    """Detections [{"phrase", "ms"}] of "stop" in 16-bit mono PCM, with the detector's 2 s refractory."""
     from pocketsphinx import Decoder
     d = Decoder(keyphrase="stop", kws_threshold=10.0 ** (-exponent), loglevel="FATAL")
     d.start_utt()
@@ -31,9 +32,9 @@ def spot(raw, exponent):
         d.process_raw(raw[i:i + 2 * STEP], False, False)
         if d.hyp() is not None:
             ms = (i + 2 * STEP) // 32
-            if ms - last > 1000:
+            if ms - last >= REFRACTORY_MS:
                 out.append({"phrase": "stop", "ms": ms})
-            last = ms
+                last = ms
             d.end_utt()
             d.start_utt()
     d.end_utt()

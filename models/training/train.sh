@@ -57,7 +57,10 @@ extra=()
 # detector: the checkout's, else an installed clawvoice, else built here). The default triggers
 # (render.DEFAULT_TRIGGERS) and the stop word keep their own near-miss lists: never v16.
 phrase="$(printf '%s' "$trigger" | tr '[:upper:]' '[:lower:]' | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')"
-if "$venv/bin/python" -c 'import sys; from render import DEFAULT_TRIGGERS; sys.exit(sys.argv[1] not in DEFAULT_TRIGGERS + ["stop"])' "$phrase"; then
+own=0
+"$venv/bin/python" -c 'import sys; from render import DEFAULT_TRIGGERS; sys.exit(3 if sys.argv[1] in DEFAULT_TRIGGERS + ["stop"] else 0)' "$phrase" || own=$?
+[ "$own" = 0 ] || [ "$own" = 3 ] || { echo "train.sh: the training venv is broken (render.py did not load: above); remove $venv and run again" >&2; exit 1; }
+if [ "$own" = 3 ]; then
   recipe="${WAKE_RECIPE:-v4}"
   if [ "$recipe" = v16 ]; then
     echo "train.sh: WAKE_RECIPE=v16 is for a new phrase; \"$phrase\" keeps its own near-miss list (recipe v4)" >&2
@@ -89,8 +92,8 @@ done
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
 # Rule v5b, the last step. If it cannot run (no release detector, RHVoice's engine not built: no network,
 # no cmake), the head written above keeps rule v2's threshold: say so, and how to finish later.
+bin="$here/../../.build/release/clawvoice"
 rule_v5b() {
-  local bin="$here/../../.build/release/clawvoice"
   if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then
     bin="$(command -v clawvoice)"
   elif [ ! -x "$bin" ]; then
@@ -105,6 +108,6 @@ if ! rule_v5b; then
   echo "train.sh: threshold rule v5b did not finish (see above), so $models/$stem.json keeps rule v2's threshold," \
        "which wakes more often on voices training never heard. Once that is fixed, finish it with:" \
        "$(printf '%q ' cd "$here")&& $(printf '%q ' .venv/bin/python prompt_threshold.py "$stem" --models "$models" \
-         --stream unseen-rhvoice --out "$cache/unseen" --apply --keep-if-refused)" >&2
+         --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply --keep-if-refused)" >&2
   exit 1
 fi

@@ -26,24 +26,29 @@ dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
 # The shipped front end, so the heads sit on exactly what the node runs.
 cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
+bin="$repo/.build/release/clawvoice"
+[ -n "${1:-}" ] && [ "$1" != "--train-only" ] && bin="$1"
 for word in alexa jarvis; do
   if [ ! -f "$dir/$word.json" ]; then
     echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
+    # The script stops on any failure, so no head is scored unless its recipe finished; a head whose
+    # threshold rule failed is kept and finished below on the next run.
     if ! WAKE_NICE="${WAKE_NICE:-15}" bash "$here/train.sh" "$word" --models-dir "$dir" "${flags[@]}" 2>&1 | tee "$dir/$word.log" \
        || [ ! -f "$dir/$word.json" ]; then
-      rm -f "$dir/$word.json" "$dir/$word.bin"      # half a recipe is not scored as the recipe
       echo "yardstick.sh: training \"$word\" failed; see $dir/$word.log" >&2
       exit 1
     fi
   fi
-  # Recipe v16's heads carry rule v5b's threshold; a head from before RULE-V21 (rule v5) is raised again.
+  # Recipe v16's heads carry rule v5b's threshold; a head without it (rule v5 before RULE-V21, or a
+  # rule that failed) is raised by rule v5b now.
   if [ "$recipe" = v16 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
+    [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
     echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
-    (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --apply)
+    (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --bin "$bin" --apply)
+    grep -q "rule v5b" "$dir/$word.json" || { echo "yardstick.sh: rule v5b left $dir/$word.json as it was (above); not scored" >&2; exit 1; }
   fi
 done
 [ "${1:-}" = "--train-only" ] && exit 0
-bin="${1:-$repo/.build/release/clawvoice}"
 [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 venv="$here/.venv"
