@@ -43,10 +43,15 @@ def confirmed(scores, threshold, k=1):
     return run >= k
 
 
-def detections(scores, threshold, refractory=25, k=1):
-    n, last = 0, -10 ** 9
+def wake_steps(scores, threshold, refractory=25, k=1):
+    """The steps where the detector wakes: k steps in a row over the threshold, then `refractory` steps deaf."""
+    out, last = [], -10 ** 9
     for s in np.flatnonzero(confirmed(scores, threshold, k)):
         if s - last >= refractory:
-            n += 1
+            out.append(int(s))
             last = s
-    return n
+    return out
+
+
+def detections(scores, threshold, refractory=25, k=1):
+    return len(wake_steps(scores, threshold, refractory, k))

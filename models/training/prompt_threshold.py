@@ -16,6 +16,8 @@ threshold is kept in the manifest (training.ruleV2Threshold), so a head can be r
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen]           (prints, changes nothing)
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen] --apply   (writes DIR/<stem>.json)
     .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen --sweep 0.8,0.9,0.95  (wakes at each, per engine)
+    .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen-rhvoice --where 0.9   (where it wakes, and
+        what PocketSphinx hears in the 2.5 s before each wake, with the pocketsphinx wheel: a look, no figure)
 
 Needs a release build; --stream prompts needs the prompts (apt-get install
 asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}), --stream unseen builds its stream once (~25 min).
@@ -32,7 +34,7 @@ import numpy as np
 
 import prompts
 import real_negatives
-from head import detections
+from head import detections, wake_steps
 from threshold import THRESHOLD_GRID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,6 +113,28 @@ def engine_spans(meta, n_steps):
     return out
 
 
+def where(wav, s, t, k, stem):
+    """Each wake at t (time in the stream, peak score) and PocketSphinx's words for the 2.5 s before it."""
+    try:
+        from pocketsphinx import Decoder
+    except ImportError:
+        Decoder = None
+        print("  (no pocketsphinx wheel: times only; .venv/bin/pip install pocketsphinx==5.1.1)", flush=True)
+    import wave
+    with wave.open(wav) as r:
+        for step in wake_steps(s, t, k=k):
+            ms = (step + 1) * 80
+            heard = ""
+            if Decoder:
+                r.setpos(max(0, (ms - 2500) * 16))
+                d = Decoder(loglevel="FATAL")
+                d.start_utt()
+                d.process_raw(r.readframes(16 * 3000), False, True)
+                d.end_utt()
+                heard = d.hyp().hypstr if d.hyp() else ""
+            print(f"  {stem} at {ms / 1000:8.1f} s, peak {s[max(0, step - 3):step + 1].max():.3f}: {heard}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stems", nargs="+")
@@ -126,6 +150,8 @@ def main():
                     "say so and keep its rule-v2 threshold (exit 0; what train.sh asks for)")
     ap.add_argument("--sweep", default="", help="comma-separated thresholds: print the wakes at each (per engine "
                     "for --stream unseen) instead of choosing one")
+    ap.add_argument("--where", type=float, default=None, metavar="T",
+                    help="list each wake at threshold T with what PocketSphinx hears before it, instead of choosing one")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
@@ -161,6 +187,9 @@ def main():
         t_v2 = rule_v2_threshold(man, path)
         k = int(man.get("consecutiveSteps", 1))
         s = scores(args.bin, wav, args.models, man["phrase"])
+        if args.where is not None:
+            where(wav, s, args.where, k, stem)
+            continue
         if args.sweep:
             parts = engine_spans(meta, len(s)) if meta else [(spec["name"], 0, len(s))]
             for t in [float(x) for x in args.sweep.split(",")]:

@@ -79,6 +79,12 @@ def sentence_texts(rng, sentences, n):
 DEFAULT_TRIGGERS = ["openclaw", "claude", "computer"]
 
 
+def own_recipe(phrase):
+    """True for the default triggers and the stop word: they keep their hand-made near-miss lists and
+    recipe v4 (train.sh never gives them recipe v16's near misses found by sound)."""
+    return phrase.strip().lower() in DEFAULT_TRIGGERS + ["stop"]
+
+
 def file_stem(phrase):
     s = re.sub(r"[^a-z0-9]+", "-", phrase.lower()).strip("-")
     return s or "x" + phrase.strip().encode("utf-8").hex()

@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
-# Trains one wake head: models/training/train.sh "hey claw"   (what `make wake-model TRIGGER="hey claw"` runs)
-# Creates models/training/.venv from requirements.txt on first use, renders the trigger, near misses
-# and ordinary speech with espeak-ng, Piper and Pico (never flite or the other held-out engine: those are held out for
-# make wake-eval), computes the frozen front end's embeddings once (cached in .cache/), trains the
-# head, picks its threshold on training-engine validation and writes models/<stem>.json + .bin.
-# A new phrase gets recipe v16 and threshold rule v5b (RULE-V20.md, RULE-V21.md: near misses found by
-# sound, then the threshold raised until the head wakes at most 0.5 times per hour on voices it never
-# heard); the default triggers and the stop word never get v16. WAKE_RECIPE=v4 forces recipe v4.
-# Progress and ETAs are printed throughout; models/README.md gives the measured time.
+# Trains one wake head: models/training/train.sh "hey claw"   (what `make wake-model TRIGGER="hey claw"` runs;
+# --help says what it does). Creates models/training/.venv on first use, then runs train_head.py
+# (espeak-ng, Piper and Pico only: flite and the engine it shares speakers with are held out for
+# make wake-eval) and, for a new phrase, threshold rule v5b (prompt_threshold.py).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 trigger="${1:-${TRIGGER:-}}"
@@ -56,14 +51,13 @@ extra=()
 # the unseen-voice stream's RHVoice part (built once per machine, a few minutes; needs the release
 # detector: the checkout's, else an installed clawvoice, else built here). The default triggers
 # (render.DEFAULT_TRIGGERS) and the stop word keep their own near-miss lists: never v16.
-phrase="$(printf '%s' "$trigger" | tr '[:upper:]' '[:lower:]' | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')"
 own=0
-"$venv/bin/python" -c 'import sys; from render import DEFAULT_TRIGGERS; sys.exit(3 if sys.argv[1] in DEFAULT_TRIGGERS + ["stop"] else 0)' "$phrase" || own=$?
+"$venv/bin/python" -c 'import sys; from render import own_recipe; sys.exit(3 if own_recipe(sys.argv[1]) else 0)' "$trigger" || own=$?
 [ "$own" = 0 ] || [ "$own" = 3 ] || { echo "train.sh: the training venv is broken (render.py did not load: above); remove $venv and run again" >&2; exit 1; }
 if [ "$own" = 3 ]; then
   recipe="${WAKE_RECIPE:-v4}"
   if [ "$recipe" = v16 ]; then
-    echo "train.sh: WAKE_RECIPE=v16 is for a new phrase; \"$phrase\" keeps its own near-miss list (recipe v4)" >&2
+    echo "train.sh: WAKE_RECIPE=v16 is for a new phrase; \"$trigger\" keeps its own near-miss list (recipe v4)" >&2
     exit 2
   fi
 else
@@ -93,21 +87,20 @@ stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(f
 # Rule v5b, the last step. If it cannot run (no release detector, RHVoice's engine not built: no network,
 # no cmake), the head written above keeps rule v2's threshold: say so, and how to finish later.
 bin="$here/../../.build/release/clawvoice"
+if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then bin="$(command -v clawvoice)"; fi
+rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin"
+      --apply --keep-if-refused)
 rule_v5b() {
-  if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then
-    bin="$(command -v clawvoice)"
-  elif [ ! -x "$bin" ]; then
+  if [ ! -x "$bin" ]; then
     echo "train.sh: building the release detector for threshold rule v5b (one time): swift build -c release --product clawvoice"
     (cd "$here/../.." && swift build -c release --product clawvoice) || return 1
   fi
   echo "train.sh: threshold rule v5b: the unseen-voice stream's RHVoice part (built once per machine, a few minutes)"
-  nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u prompt_threshold.py "$stem" --models "$models" \
-    --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply --keep-if-refused
+  nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u "${rule[@]}"
 }
 if ! rule_v5b; then
   echo "train.sh: threshold rule v5b did not finish (see above), so $models/$stem.json keeps rule v2's threshold," \
        "which wakes more often on voices training never heard. Once that is fixed, finish it with:" \
-       "$(printf '%q ' cd "$here")&& $(printf '%q ' .venv/bin/python prompt_threshold.py "$stem" --models "$models" \
-         --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin" --apply --keep-if-refused)" >&2
+       "$(printf '%q ' cd "$here")&& $(printf '%q ' .venv/bin/python "${rule[@]}")" >&2
   exit 1
 fi

@@ -28,6 +28,7 @@ mkdir -p "$dir"
 cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
 bin="$repo/.build/release/clawvoice"
 [ -n "${1:-}" ] && [ "$1" != "--train-only" ] && bin="$1"
+need_bin() { [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }; }
 for word in alexa jarvis; do
   if [ ! -f "$dir/$word.json" ]; then
     echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
@@ -42,14 +43,14 @@ for word in alexa jarvis; do
   # Recipe v16's heads carry rule v5b's threshold; a head without it (rule v5 before RULE-V21, or a
   # rule that failed) is raised by rule v5b now.
   if [ "$recipe" = v16 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
-    [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+    need_bin
     echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
     (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --bin "$bin" --apply)
     grep -q "rule v5b" "$dir/$word.json" || { echo "yardstick.sh: rule v5b left $dir/$word.json as it was (above); not scored" >&2; exit 1; }
   fi
 done
 [ "${1:-}" = "--train-only" ] && exit 0
-[ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+need_bin
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 venv="$here/.venv"
 # The anchors: the wheels ship their alexa models (pyopen-wakeword is in requirements.txt already).
