@@ -1,11 +1,14 @@
-"""Near misses found by sound (candidate recipe v16, train_head.py --phonetic-near N): the words and
-word pairs of the training sentences that espeak-ng says most like a new trigger, by edit distance
-between their phonemes. A phrase the user picks gets only generic near misses and edits of its own
+"""Near misses found by sound (recipe v16, train_head.py --phonetic-near N): the words and word pairs
+of the training sentences that espeak-ng says most like a new trigger, by edit distance between their
+phonemes. Candidate recipe v17 (--phonetic-common N, RULE-V22) adds the common English words that
+sound like it, alone or beside a function word as running speech says it (wordfreq's list; vowels
+swapped for vowels count half), since the training sentences are mostly technical prose. A phrase the user picks gets only generic near misses and edits of its own
 spelling (speech.near_misses); the heads' false wakes on voices they never heard land on words that
 share most of the trigger's sounds ("x", "makes", "affects me" for "alexa": RULE-V20's look at
 where they wake on the unseen-voice stream), and these are the words training should see said in every training voice.
 
-    .venv/bin/python phonetic.py alexa [--n 40]      (prints the neighbours and their distances)
+    .venv/bin/python phonetic.py alexa [--n 40]             (prints the neighbours and their distances)
+    .venv/bin/python phonetic.py alexa --common [--n 40]    (recipe v17's common words)
 """
 import argparse
 import collections
@@ -33,6 +36,25 @@ def distance(a, b):
         cur = [i]
         for j, cb in enumerate(b, 1):
             cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+VOWELS = set("aeiouæɐəɛɜɚɪɑɔʊʌᵻɒɝɨ")
+# Function words as espeak-ng says them inside a sentence (alone, "a" is the letter's name).
+FUNCTION = {"a": "ɐ", "an": "ɐn", "the": "ðə", "of": "ʌv", "to": "tə", "is": "ɪz", "it": "ɪt", "as": "æz",
+            "in": "ɪn", "and": "ænd"}
+
+
+def weighted_distance(a, b):
+    """Edit distance where a vowel swapped for another vowel counts half: running speech blurs
+    vowels ("makes an" is /meɪksɐn/ beside alexa's /ɐlɛksə/) more than consonants."""
+    prev = [float(j) for j in range(len(b) + 1)]
+    for i, ca in enumerate(a, 1):
+        cur = [float(i)]
+        for j, cb in enumerate(b, 1):
+            sub = 0 if ca == cb else (0.5 if ca in VOWELS and cb in VOWELS else 1)
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + sub))
         prev = cur
     return prev[-1]
 
@@ -68,15 +90,40 @@ def neighbours(trigger, n=40):
     return [text for _, _, text in sorted(scored)[:n]]
 
 
+@functools.lru_cache(maxsize=None)
+def common(trigger, n=40, top=30000, min_zipf=4.0):
+    """The n common English words closest to the trigger by sound (recipe v17), each alone or with a
+    function word before or after it (its closest form; "makes a", "a looks"): wordfreq's `top` words,
+    those at least `min_zipf` (once in 10,000 words), within half the trigger's phonemes by
+    weighted_distance; closest first, the more frequent first among equals; never the trigger."""
+    import speech
+    import wordfreq
+    words = [w for w in wordfreq.top_n_list("en", top) if re.fullmatch(r"[a-z]+", w) and w not in FUNCTION
+             and wordfreq.zipf_frequency(w, "en") >= min_zipf]
+    target = phonemes([trigger.lower()])[0]
+    limit = max(2, len(target) // 2)
+    best = {}
+    for w, ph in zip(words, phonemes(words)):
+        forms = [(w, ph)] + [(f"{w} {f}", ph + p) for f, p in FUNCTION.items()] + [(f"{f} {w}", p + ph) for f, p in FUNCTION.items()]
+        for text, said in forms:
+            if abs(len(said) - len(target)) > limit or speech.contains_trigger(text, [trigger]):
+                continue
+            d = weighted_distance(said, target)
+            if 0 < d <= limit and (w not in best or d < best[w][0]):
+                best[w] = (d, -wordfreq.zipf_frequency(w, "en"), text)
+    return [text for _, _, text in sorted(best.values())[:n]]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trigger")
     ap.add_argument("--n", type=int, default=40)
+    ap.add_argument("--common", action="store_true", help="recipe v17's common words (weighted distance)")
     args = ap.parse_args()
     target = phonemes([args.trigger.lower()])[0]
-    words = neighbours(args.trigger, args.n)
+    words = (common if args.common else neighbours)(args.trigger, args.n)
     for w, ph in zip(words, phonemes(words)):
-        print(f"{w:24s} {ph:16s} {distance(ph, target)}")
+        print(f"{w:24s} {ph:16s} {weighted_distance(ph, target) if args.common else distance(ph, target)}")
 
 
 if __name__ == "__main__":

@@ -131,9 +131,10 @@ def render_mining_pool(eng, n=1600, trigger=None):
     return rendered(eng, "pool-mine", texts, m, 23)
 
 
-def near_words(trigger, phonetic=0):
+def near_words(trigger, phonetic=0, common=0):
     """Near-miss texts: the trigger's, every default trigger's and the generic ones; with phonetic
-    (candidate recipe v16, a new phrase only) also its phonetic.neighbours."""
+    (recipe v16, a new phrase only) also its phonetic.neighbours, with common (candidate recipe v17)
+    also phonetic.common."""
     stem = file_stem(trigger)
     words = set(speech.near_misses(trigger)) | {w for t in DEFAULT_TRIGGERS if file_stem(t) != stem
                                                  for w in speech.near_misses(t)} | set(speech.GENERIC_NEAR_MISSES)
@@ -144,6 +145,9 @@ def near_words(trigger, phonetic=0):
     if phonetic:
         import phonetic as ph
         words |= set(ph.neighbours(trigger, phonetic))
+    if common:
+        import phonetic as ph
+        words |= set(ph.common(trigger, common))
     return sorted(w for w in words if not speech.contains_trigger(w, [trigger]))
 
 
@@ -155,12 +159,12 @@ def pool_tag(trigger):
     return "" if (len(base[0]), len(base[1])) == (len(own[0]), len(own[1])) else f"-x{file_stem(trigger)}"
 
 
-def render_trigger(eng, trigger, positives=1800, near=1500, phonetic=0):
+def render_trigger(eng, trigger, positives=1800, near=1500, phonetic=0, common=0):
     stem = file_stem(trigger)
     seed = zlib.crc32((stem + eng.name).encode()) % 100000
     pos = rendered(eng, f"trigger-{stem}", voices.trigger_texts(trigger, eng.name),
                           int(positives * SHARE[eng.name]), seed)
-    nm = rendered(eng, f"near-{stem}", near_words(trigger, phonetic), int(near * NEAR_SHARE[eng.name]), seed + 1)
+    nm = rendered(eng, f"near-{stem}", near_words(trigger, phonetic, common), int(near * NEAR_SHARE[eng.name]), seed + 1)
     return pos, nm
 
 

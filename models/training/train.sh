@@ -56,8 +56,8 @@ own=0
 [ "$own" = 0 ] || [ "$own" = 3 ] || { echo "train.sh: the training venv is broken (render.py did not load: above); remove $venv and run again" >&2; exit 1; }
 if [ "$own" = 3 ]; then
   recipe="${WAKE_RECIPE:-v4}"
-  if [ "$recipe" = v16 ]; then
-    echo "train.sh: WAKE_RECIPE=v16 is for a new phrase; \"$trigger\" keeps its own near-miss list (recipe v4)" >&2
+  if [ "$recipe" = v16 ] || [ "$recipe" = v17 ]; then
+    echo "train.sh: WAKE_RECIPE=$recipe is for a new phrase; \"$trigger\" keeps its own near-miss list (recipe v4)" >&2
     exit 2
   fi
 else
@@ -66,11 +66,12 @@ fi
 case "$recipe" in
   v4) ;;
   v16) extra+=(--phonetic-near 40) ;;
-  *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v16, a new phrase's default, or v4)" >&2; exit 2 ;;
+  v17) extra+=(--phonetic-near 40 --phonetic-common 40) ;;   # candidate (RULE-V22): v16 and common words found by sound
+  *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v16, a new phrase's default, v4, or the candidate v17)" >&2; exit 2 ;;
 esac
-echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" = v16 ] && echo ' (near misses found by sound, then threshold rule v5b)')"
+echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" != v4 ] && echo ' (near misses found by sound, then threshold rule v5b)')"
 nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
-[ "$recipe" = v16 ] || exit 0
+[ "$recipe" != v4 ] || exit 0
 models="$(cd "$here/../.." && pwd)/models"
 cache="$here/.cache"
 args=("${@:2}")

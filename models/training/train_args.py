@@ -60,6 +60,9 @@ def parser():
     ap.add_argument("--phonetic-near", type=int, default=0, help="a new phrase's near misses also hold the N words or "
                     "word pairs of the training sentences espeak-ng says most like it (phonetic.py; candidate recipe v16: 40; "
                     "0: none; the default triggers keep their own lists)")
+    ap.add_argument("--phonetic-common", type=int, default=0, help="a new phrase's near misses also hold the N "
+                    "common English words that sound most like it, alone or beside a function word (phonetic.common; "
+                    "candidate recipe v17: 40, with --phonetic-near 40; 0: none)")
     ap.add_argument("--over-speech", type=int, default=0, help="extra trigger canvases said over the node's own speech "
                     "(espeak-ng, as the echo canceller leaves it), and half as many of that speech alone (the stop word: issue 22)")
     ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
@@ -109,6 +112,7 @@ def recipe_name(args, wide_changed):
         (12, args.prompt_negatives > 0, f"--prompt-negatives {args.prompt_negatives}"),
         (13, args.rhvoice > 0, f"--rhvoice {args.rhvoice}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
+        (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)

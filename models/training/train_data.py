@@ -55,7 +55,8 @@ def render_all(args, trigger):
         near += nm
         # Recipe v16's words found by sound go into this phrase's own near-miss canvases only: the
         # shared negatives (built by whichever training comes first) stay as every recipe has them.
-        own_near += render_trigger(eng, trigger, phonetic=args.phonetic_near)[1] if args.phonetic_near else nm
+        found = dict(phonetic=args.phonetic_near, common=args.phonetic_common)
+        own_near += render_trigger(eng, trigger, **found)[1] if any(found.values()) else nm
         log(f"{eng.name}: {len(own)} triggers, {len(near)} near misses")
     all_clips = [c for v in clips.values() for c in v]
     log(f"rendered: {len(all_clips)} triggers, {len(near)} near misses, {len(pool)} sentences "
@@ -97,7 +98,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         eng_parts[len(parts) - 1] = holdout.partials_engines(ck(f"partial-{stem}"), fe, warps, clips, pools_by_engine, seed,
                                                              int(args.positives * sc), int(600 * sc))
     if trigger.lower() not in DEFAULT_TRIGGERS:
-        ph = f"-ph{args.phonetic_near}" if args.phonetic_near else ""      # other near-miss words: other canvases
+        ph = (f"-ph{args.phonetic_near}" if args.phonetic_near else "") + (f"c{args.phonetic_common}" if args.phonetic_common else "")
         parts.append(cached(ck(f"near-{stem}{nt}{ph}"), lambda: negatives(feat, r, own_near, pool, noise,
                                                                   {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.

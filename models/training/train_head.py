@@ -47,8 +47,8 @@ def main():
     seed = args.seed + zlib.crc32(stem.encode()) % 100000
     os.makedirs(args.models_dir, exist_ok=True)   # --models-dir may name a new directory
     args.others_rendered = others_rendered(args, stem)
-    if args.phonetic_near and trigger.lower() in DEFAULT_TRIGGERS:
-        raise SystemExit(f"--phonetic-near: {trigger!r} is a default trigger and keeps its own near-miss list; "
+    if (args.phonetic_near or args.phonetic_common) and trigger.lower() in DEFAULT_TRIGGERS:
+        raise SystemExit(f"--phonetic-near/--phonetic-common: {trigger!r} is a default trigger and keeps its own near-miss list; "
                          "the flag is for a new phrase")
     log(f"training wake head for {trigger!r} -> {os.path.join(args.models_dir, stem)}.json (seed {seed})")
     fe_path = os.path.join(args.models_dir, "frontend.json")

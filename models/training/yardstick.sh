@@ -17,10 +17,11 @@ recipe="${WAKE_YARDSTICK_RECIPE:-v16}"
 export WAKE_RECIPE=v4                     # v4, v9 and v13 are recipe v4 with flags
 case "$recipe" in
   v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5b (RULE-V20, V21)
+  v17) flags=(--tag=-v17); export WAKE_RECIPE=v17 ;;   # candidate: v16 and --phonetic-common 40 (RULE-V22)
   v4) flags=() ;;
   v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
   v13) flags=(--rhvoice 1500 --tag=-v13) ;;                                      # models/training/RULE-V13.md
-  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v16, v4, v9 or v13)" >&2; exit 2 ;;
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v16, v17, v4, v9 or v13)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
@@ -42,7 +43,7 @@ for word in alexa jarvis; do
   fi
   # Recipe v16's heads carry rule v5b's threshold; a head without it (rule v5 before RULE-V21, or a
   # rule that failed) is raised by rule v5b now.
-  if [ "$recipe" = v16 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
+  if { [ "$recipe" = v16 ] || [ "$recipe" = v17 ]; } && ! grep -q "rule v5b" "$dir/$word.json"; then
     need_bin
     echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
     (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --bin "$bin" --apply)
