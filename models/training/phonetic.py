@@ -90,12 +90,17 @@ def neighbours(trigger, n=40):
     return [text for _, _, text in sorted(scored)[:n]]
 
 
-@functools.lru_cache(maxsize=None)
-def common(trigger, n=40, top=30000, min_zipf=4.0):
+def common(trigger, n=40):
     """The n common English words closest to the trigger by sound (recipe v17), each alone or with a
-    function word before or after it (its closest form; "makes a", "a looks"): wordfreq's `top` words,
-    those at least `min_zipf` (once in 10,000 words), within half the trigger's phonemes by
-    weighted_distance; closest first, the more frequent first among equals; never the trigger."""
+    function word before or after it (its closest form; "makes a", "a looks")."""
+    return [text for _, _, text, _ in common_scored(trigger, n)]
+
+
+@functools.lru_cache(maxsize=None)
+def common_scored(trigger, n=40, top=30000, min_zipf=4.0):
+    """common's words as (distance, -zipf, text, phonemes): wordfreq's `top` words, those at least
+    `min_zipf` (once in 10,000 words), within half the trigger's phonemes by weighted_distance;
+    closest first, the more frequent first among equals; never the trigger."""
     import speech
     import wordfreq
     words = [w for w in wordfreq.top_n_list("en", top) if re.fullmatch(r"[a-z]+", w) and w not in FUNCTION
@@ -110,8 +115,8 @@ def common(trigger, n=40, top=30000, min_zipf=4.0):
                 continue
             d = weighted_distance(said, target)
             if 0 < d <= limit and (w not in best or d < best[w][0]):
-                best[w] = (d, -wordfreq.zipf_frequency(w, "en"), text)
-    return [text for _, _, text in sorted(best.values())[:n]]
+                best[w] = (d, -wordfreq.zipf_frequency(w, "en"), text, said)
+    return sorted(best.values())[:n]
 
 
 def main():
@@ -120,10 +125,14 @@ def main():
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--common", action="store_true", help="recipe v17's common words (weighted distance)")
     args = ap.parse_args()
+    if args.common:      # the phonemes as running speech says them, which is what was measured
+        for d, z, text, said in common_scored(args.trigger, args.n):
+            print(f"{text:24s} {said:16s} {d:g}  (Zipf {-z:.1f})")
+        return
     target = phonemes([args.trigger.lower()])[0]
-    words = (common if args.common else neighbours)(args.trigger, args.n)
+    words = neighbours(args.trigger, args.n)
     for w, ph in zip(words, phonemes(words)):
-        print(f"{w:24s} {ph:16s} {weighted_distance(ph, target) if args.common else distance(ph, target)}")
+        print(f"{w:24s} {ph:16s} {distance(ph, target)}")
 
 
 if __name__ == "__main__":
