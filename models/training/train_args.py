@@ -113,6 +113,7 @@ def recipe_name(args, wide_changed):
         (13, args.rhvoice > 0, f"--rhvoice {args.rhvoice}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
         (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
+        (18, args.members > 3, f"--members {args.members}"),
         (8, wide_changed, f"--wide-speed {args.wide_speed[0]:g} {args.wide_speed[1]:g} "
                           f"--wide-vtlp {args.wide_vtlp[0]:g} {args.wide_vtlp[1]:g}")] if used]
     return f"models/training/train_head.py v{max((v for v, _ in on), default=RECIPE_VERSION)}" + "".join(f" ({f})" for _, f in on)
