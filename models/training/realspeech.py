@@ -221,7 +221,8 @@ def report(meta, results, seed):
     for recipe, res in sorted(results["recipes"].items()):
         for word in real.YARDSTICK:
             if word in res:
-                flags = res[word]["recipeNote"].partition(" ")[2].strip("()")    # "v9 (--real-negatives ...)": the flags
+                # "v9 (--real-negatives ...)" or "v18 (--phonetic-near 40) (--members 5)": the flags
+                flags = " ".join(re.findall(r"\(([^)]*)\)", res[word]["recipeNote"]))
                 rule = f", rule {res[word]['rule']}" if res[word].get("rule") else ""
                 line, pooled = row(f"{word}, ours (recipe {recipe}{': ' + flags if flags else ''}{rule})", res[word]["threshold"], res[word])
                 rows[(recipe, word)] = pooled
