@@ -152,9 +152,10 @@ def main():
                     "for --stream unseen) instead of choosing one")
     ap.add_argument("--where", type=float, default=None, metavar="T",
                     help="list each wake at threshold T with what PocketSphinx hears before it, instead of choosing one")
+    ap.add_argument("--refusal-only", action="store_true", help="with --keep-if-refused: say which heads the stream "
+                    "refuses and exit 3 if it refuses all, 0 if any is left to score (no detector needed: train.sh asks "
+                    "before it builds one)")
     args = ap.parse_args()
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
     spec = STREAMS[args.stream]
     missing = [s for s in args.stems if not os.path.exists(os.path.join(args.models, f"{s}.json"))]
     if missing:
@@ -171,10 +172,15 @@ def main():
                       f"it keeps rule v2's threshold {float(mans[stem]['threshold']):.3f}", flush=True)
                 del mans[stem]
             if not mans:
-                return
+                sys.exit(3 if args.refusal_only else 0)
         elif bad:
             sys.exit("prompt_threshold.py: " + "; ".join(f"{s}: {why}" for s, why in bad.items())
                      + ": the unseen-voice stream is no validation for it; use --stream prompts or another head")
+    if args.refusal_only:
+        return
+    if not os.access(args.bin, os.X_OK):
+        sys.exit(f"prompt_threshold.py: {args.bin} not found; build it with: swift build -c release --product clawvoice")
+    if args.stream.startswith("unseen"):
         wav, meta = u.build(args.out or u.DEFAULT_OUT, spec["engines"])
         hours = meta["hours"]
     else:

@@ -93,6 +93,11 @@ rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --o
       --apply --keep-if-refused)
 rule_v5b() {
   if [ ! -x "$bin" ]; then
+    # Whether the stream refuses this phrase needs no detector: ask before building one.
+    local rc=0
+    "$venv/bin/python" -u "${rule[@]}" --refusal-only || rc=$?
+    [ "$rc" = 3 ] && return 0
+    [ "$rc" = 0 ] || return 1
     echo "train.sh: building the release detector for threshold rule v5b (one time): swift build -c release --product clawvoice"
     (cd "$here/../.." && swift build -c release --product clawvoice) || return 1
   fi
