@@ -2,7 +2,8 @@
 of the training sentences that espeak-ng says most like a new trigger, by edit distance between their
 phonemes. Candidate recipe v17 (--phonetic-common N, RULE-V22) adds the common English words that
 sound like it, alone or beside a function word as running speech says it (wordfreq's list; vowels
-swapped for vowels count half), since the training sentences are mostly technical prose. A phrase the user picks gets only generic near misses and edits of its own
+swapped for vowels count half), since the training sentences are mostly technical prose. Measured and
+not adopted: it met the alexa goal on one seed of three, as v16 does (RULE-V22's outcome). A phrase the user picks gets only generic near misses and edits of its own
 spelling (speech.near_misses); the heads' false wakes on voices they never heard land on words that
 share most of the trigger's sounds ("x", "makes", "affects me" for "alexa": RULE-V20's look at
 where they wake on the unseen-voice stream), and these are the words training should see said in every training voice.
@@ -102,6 +103,8 @@ def common_scored(trigger, n=40, top=30000, min_zipf=4.0):
     `min_zipf` (once in 10,000 words), within half the trigger's phonemes by weighted_distance;
     closest first, the more frequent first among equals; never the trigger."""
     import speech
+    import voices
+    voices.ensure_wheels("wordfreq", ["wordfreq"], "requirements-wordfreq.txt", "~58 MB")
     import wordfreq
     words = [w for w in wordfreq.top_n_list("en", top) if re.fullmatch(r"[a-z]+", w) and w not in FUNCTION
              and wordfreq.zipf_frequency(w, "en") >= min_zipf]

@@ -20,6 +20,8 @@ once in 2.27 h of voices it never trained on; RHVoice's engine is cloned and bui
 checkout without one), 5-8 min after; progress and ETAs are printed throughout.
 
   WAKE_RECIPE=v4       recipe v4 and rule v2 alone (what the default triggers and the stop word get)
+  WAKE_RECIPE=v17      a measured candidate, not better: v16 and 40 common words that sound like the phrase
+                       (RULE-V22); --members 5 is another (recipe v18, RULE-V23)
   WAKE_EPOCHS=N        train N epochs instead of the recipe's
   WAKE_NICE=N          the training's niceness (default 10)
   --models-dir DIR     write the head there instead of models/

@@ -7,6 +7,8 @@
 #   WAKE_YARDSTICK_RECIPE=v4 bash models/training/yardstick.sh ...   (recipe v4 and rule v2, the default before RULE-V21)
 #   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
 #   WAKE_YARDSTICK_RECIPE=v13 bash models/training/yardstick.sh ...  (candidate recipe v13: RHVoice's speakers)
+#   WAKE_YARDSTICK_RECIPE=v17 (or v18) bash models/training/yardstick.sh ...   (candidates v17, common words found
+#                                                                     by sound, and v18, five members: RULE-V22, V23)
 # The heads live in models/training/.cache/yardstick/<recipe>/ (gitignored, not shipped) and are
 # trained there only when absent: one run per word, ~26 min the first from a clean cache on a quiet
 # 2-core machine, 5-8 min each after.
@@ -18,10 +20,11 @@ export WAKE_RECIPE=v4                     # v4, v9 and v13 are recipe v4 with fl
 case "$recipe" in
   v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5b (RULE-V20, V21)
   v17) flags=(--tag=-v17); export WAKE_RECIPE=v17 ;;   # candidate: v16 and --phonetic-common 40 (RULE-V22)
+  v18) flags=(--members 5 --tag=-v18); export WAKE_RECIPE=v16 ;;   # candidate: v16 with five members (RULE-V23)
   v4) flags=() ;;
   v9) flags=(--real-negatives 1500 --real-exclude alexa,jarvis --tag=-v9) ;;   # models/training/RULE-V9.md
   v13) flags=(--rhvoice 1500 --tag=-v13) ;;                                      # models/training/RULE-V13.md
-  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v16, v17, v4, v9 or v13)" >&2; exit 2 ;;
+  *) echo "yardstick.sh: unknown WAKE_YARDSTICK_RECIPE=$recipe (v16, v17, v18, v4, v9 or v13)" >&2; exit 2 ;;
 esac
 dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
@@ -43,7 +46,7 @@ for word in alexa jarvis; do
   fi
   # Recipe v16's heads carry rule v5b's threshold; a head without it (rule v5 before RULE-V21, or a
   # rule that failed) is raised by rule v5b now.
-  if { [ "$recipe" = v16 ] || [ "$recipe" = v17 ]; } && ! grep -q "rule v5b" "$dir/$word.json"; then
+  if [ "$WAKE_RECIPE" != v4 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
     need_bin
     echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
     (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --bin "$bin" --apply)
