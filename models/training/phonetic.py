@@ -3,10 +3,12 @@ of the training sentences that espeak-ng says most like a new trigger, by edit d
 phonemes. Candidate recipe v17 (--phonetic-common N, RULE-V22) adds the common English words that
 sound like it, alone or beside a function word as running speech says it (wordfreq's list; vowels
 swapped for vowels count half), since the training sentences are mostly technical prose. Measured and
-not adopted: it met the alexa goal on one seed of three, as v16 does (RULE-V22's outcome). A phrase the user picks gets only generic near misses and edits of its own
-spelling (speech.near_misses); the heads' false wakes on voices they never heard land on words that
-share most of the trigger's sounds ("x", "makes", "affects me" for "alexa": RULE-V20's look at
-where they wake on the unseen-voice stream), and these are the words training should see said in every training voice.
+not adopted: it met the alexa goal on one seed of three, as v16 does (RULE-V22's outcome).
+
+A phrase the user picks gets only generic near misses and edits of its own spelling
+(speech.near_misses); the heads' false wakes on voices they never heard land on words that share most
+of the trigger's sounds ("x", "makes", "affects me" for "alexa": RULE-V20's look at where they wake
+on the unseen-voice stream), and these are the words training should see said in every training voice.
 
     .venv/bin/python phonetic.py alexa [--n 40]             (prints the neighbours and their distances)
     .venv/bin/python phonetic.py alexa --common [--n 40]    (recipe v17's common words)

@@ -53,7 +53,7 @@ def render_all(args, trigger):
         own, nm = render_trigger(eng, trigger)
         clips[eng.name] = own
         near += nm
-        # Recipe v16's words found by sound go into this phrase's own near-miss canvases only: the
+        # Recipe v16's (and candidate v17's) words found by sound go into this phrase's own near-miss canvases only: the
         # shared negatives (built by whichever training comes first) stay as every recipe has them.
         found = dict(phonetic=args.phonetic_near, common=args.phonetic_common)
         own_near += render_trigger(eng, trigger, **found)[1] if any(found.values()) else nm
