@@ -7,7 +7,9 @@
     unseen-voice validation stream (unseen_stream.py: RHVoice and Kokoro reading the validation
     sentences); a head that trained on either engine, or whose phrase those sentences say, is refused;
   rule v5b (RULE-V21.md, --stream unseen-rhvoice): rule v5 on that stream's RHVoice part alone (its
-    first 2.27 h, bit for bit; about 4 minutes to build where rule v5's takes 25).
+    first 2.27 h, bit for bit; about 4 minutes to build where rule v5's takes 25);
+  rule v5c (RULE-V24.md, --stream unseen-rhvoice --fine): rule v5b on a grid of 0.001 from 0.90 up,
+    where the usual grid steps by 0.01 below 0.98 (a grid step there costs real people 1-2 points).
 
 The release detector scores the stream once per head (`wake detect --scores`); its per-step
 scores are replayed with the head's steps in a row and the detector's 2 s refractory. Rule v2's
@@ -72,10 +74,13 @@ def scores(binary, wav, models_dir, phrase):
     return np.array([st["scores"][phrase] for st in steps], np.float32)
 
 
-def raised(s, t_v2, k, allowed):
+FINE_GRID = np.round(np.concatenate([THRESHOLD_GRID[THRESHOLD_GRID < 0.9], np.arange(0.90, 0.9991, 0.001)]), 3)
+
+
+def raised(s, t_v2, k, allowed, grid=THRESHOLD_GRID):
     """The lowest grid threshold >= t_v2 with at most `allowed` wakes on the scores s (head.detections:
     k steps in a row, the detector's 2 s refractory)."""
-    return next((float(t) for t in THRESHOLD_GRID if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= allowed), 0.999)
+    return next((float(t) for t in grid if t >= t_v2 - 1e-9 and detections(s, t, k=k) <= allowed), 0.999)
 
 
 def not_unseen(man, engines):
@@ -152,11 +157,17 @@ def main():
                     "for --stream unseen) instead of choosing one")
     ap.add_argument("--where", type=float, default=None, metavar="T",
                     help="list each wake at threshold T with what PocketSphinx hears before it, instead of choosing one")
+    ap.add_argument("--fine", action="store_true", help="rule v5c with --stream unseen-rhvoice: a grid of 0.001 "
+                    "from 0.90 up (RULE-V24)")
     ap.add_argument("--refusal-only", action="store_true", help="with --keep-if-refused: say which heads the stream "
                     "refuses and exit 3 if it refuses all, 0 if any is left to score (no detector needed: train.sh asks "
                     "before it builds one)")
     args = ap.parse_args()
-    spec = STREAMS[args.stream]
+    spec = dict(STREAMS[args.stream])
+    if args.fine:
+        if args.stream != "unseen-rhvoice":
+            ap.error("--fine is rule v5c: rule v5b's stream, --stream unseen-rhvoice")
+        spec["rule"] = "unseen voices, RHVoice, fine grid (RULE-V24's rule v5c)"
     missing = [s for s in args.stems if not os.path.exists(os.path.join(args.models, f"{s}.json"))]
     if missing:
         sys.exit(f"prompt_threshold.py: no {', '.join(m + '.json' for m in missing)} in {args.models}; train it first "
@@ -202,7 +213,7 @@ def main():
                 print(f"  {stem} at {t:.3f}: {detections(s, t, k=k)} wakes (" + ", ".join(
                     f"{e} {detections(s[a:b], t, k=k)}" for e, a, b in parts) + f"; {k} steps in a row)", flush=True)
             continue
-        t = raised(s, t_v2, k, allowed)
+        t = raised(s, t_v2, k, allowed, FINE_GRID if args.fine else THRESHOLD_GRID)
         left = detections(s, t, k=k)
         print(f"  {stem}: rule v2 {t_v2:.3f} ({detections(s, t_v2, k=k)} wakes) -> {t:.3f} ({left} wakes; "
               f"{k} steps in a row)", flush=True)
@@ -214,7 +225,7 @@ def main():
             if "validation" in tr:            # its figures are rule v2's threshold's
                 tr["ruleV2Validation"] = tr.pop("validation")
             tr["thresholdRule"] = spec["rule"]
-            tr["thresholdSetBy"] = f"models/training/prompt_threshold.py {stem} --stream {args.stream} --apply"
+            tr["thresholdSetBy"] = f"models/training/prompt_threshold.py {stem} --stream {args.stream}{' --fine' if args.fine else ''} --apply"
             tr["thresholdStream"] = {"stream": spec["name"], "file": os.path.basename(wav), "hours": round(hours, 3),
                                      "allowedWakes": allowed, "wakes": left}
             man["threshold"], man["training"] = round(t, 4), tr
