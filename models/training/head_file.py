@@ -18,9 +18,14 @@ log = render.log
 
 def new_phrase_v4(args, trigger):
     """' WAKE_RECIPE=v4' for a new phrase trained without recipe v16's near misses (make wake-model's
-    default for a new phrase is v16 since RULE-V21), so the recorded command names the base recipe
-    (a candidate's flags, such as v13's --rhvoice, are in training.recipe)."""
-    return "" if render.own_recipe(trigger) or getattr(args, "phonetic_near", 0) or getattr(args, "phonetic_common", 0) else " WAKE_RECIPE=v4"
+    default for a new phrase is v16 since RULE-V21), ' WAKE_RECIPE=v17' with candidate v17's common
+    words, so the recorded command names the base recipe (a candidate's flags, such as v13's --rhvoice
+    or v18's --members 5, are in training.recipe)."""
+    if render.own_recipe(trigger):
+        return ""
+    if getattr(args, "phonetic_common", 0):
+        return " WAKE_RECIPE=v17"
+    return "" if getattr(args, "phonetic_near", 0) else " WAKE_RECIPE=v4"
 
 
 def member_prefix(mi):

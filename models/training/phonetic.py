@@ -106,7 +106,7 @@ def common_scored(trigger, n=40, top=30000, min_zipf=4.0):
     closest first, the more frequent first among equals; never the trigger."""
     import speech
     import voices
-    voices.ensure_wheels("wordfreq", ["wordfreq"], "requirements-wordfreq.txt", "~58 MB")
+    voices.ensure_wheels("wordfreq", ["wordfreq"], "requirements-wordfreq.txt", "~58 MB", "--phonetic-common")
     import wordfreq
     words = [w for w in wordfreq.top_n_list("en", top) if re.fullmatch(r"[a-z]+", w) and w not in FUNCTION
              and wordfreq.zipf_frequency(w, "en") >= min_zipf]
@@ -121,7 +121,7 @@ def common_scored(trigger, n=40, top=30000, min_zipf=4.0):
             d = weighted_distance(said, target)
             if 0 < d <= limit and (w not in best or d < best[w][0]):
                 best[w] = (d, -wordfreq.zipf_frequency(w, "en"), text, said)
-    return sorted(best.values())[:n]
+    return tuple(sorted(best.values())[:n])
 
 
 def main():

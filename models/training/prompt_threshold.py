@@ -21,7 +21,7 @@ threshold is kept in the manifest (training.ruleV2Threshold), so a head can be r
     .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen-rhvoice --where 0.9   (where it wakes, and
         what PocketSphinx hears in the 2.5 s before each wake, with the pocketsphinx wheel: a look, no figure)
 
-Needs a release build; --stream prompts needs the prompts (apt-get install
+Needs a release build (not --refusal-only); --stream prompts needs the prompts (apt-get install
 asterisk-core-sounds-{en,es,fr,it,ru}{,-wav}), --stream unseen builds its stream once (~25 min).
 """
 import argparse
@@ -159,15 +159,19 @@ def main():
                     help="list each wake at threshold T with what PocketSphinx hears before it, instead of choosing one")
     ap.add_argument("--fine", action="store_true", help="rule v5c with --stream unseen-rhvoice: a grid of 0.001 "
                     "from 0.90 up (RULE-V24)")
-    ap.add_argument("--refusal-only", action="store_true", help="with --keep-if-refused: say which heads the stream "
-                    "refuses and exit 3 if it refuses all, 0 if any is left to score (no detector needed: train.sh asks "
-                    "before it builds one)")
+    ap.add_argument("--refusal-only", action="store_true", help="say which heads an unseen-voice stream refuses "
+                    "(implies --keep-if-refused) and exit 3 if it refuses all, 0 if any is left to score (no detector "
+                    "needed: train.sh asks before it builds one)")
     args = ap.parse_args()
     spec = dict(STREAMS[args.stream])
     if args.fine:
         if args.stream != "unseen-rhvoice":
             ap.error("--fine is rule v5c: rule v5b's stream, --stream unseen-rhvoice")
         spec["rule"] = "unseen voices, RHVoice, fine grid (RULE-V24's rule v5c)"
+    if args.refusal_only:
+        if not args.stream.startswith("unseen"):
+            ap.error("--refusal-only: only an unseen-voice stream refuses heads")
+        args.keep_if_refused = True
     missing = [s for s in args.stems if not os.path.exists(os.path.join(args.models, f"{s}.json"))]
     if missing:
         sys.exit(f"prompt_threshold.py: no {', '.join(m + '.json' for m in missing)} in {args.models}; train it first "

@@ -98,7 +98,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         eng_parts[len(parts) - 1] = holdout.partials_engines(ck(f"partial-{stem}"), fe, warps, clips, pools_by_engine, seed,
                                                              int(args.positives * sc), int(600 * sc))
     if trigger.lower() not in DEFAULT_TRIGGERS:
-        ph = (f"-ph{args.phonetic_near}" if args.phonetic_near else "") + (f"c{args.phonetic_common}" if args.phonetic_common else "")
+        ph = (f"-ph{args.phonetic_near}" if args.phonetic_near else "") + (f"-pc{args.phonetic_common}" if args.phonetic_common else "")
         parts.append(cached(ck(f"near-{stem}{nt}{ph}"), lambda: negatives(feat, r, own_near, pool, noise,
                                                                   {"near": int(1500 * sc * ns), "speech": 0, "noise": 0})))
     # Trigger-independent negatives: speech, noise and near misses of every default trigger.

@@ -110,8 +110,9 @@ class KokoroEngine:
         return speech.to16k(a, self.RATE)
 
 
-def ensure_wheels(label, modules, requirements, size):
-    """Install an optional engine's wheels into this venv (one time) when any of modules is missing."""
+def ensure_wheels(label, modules, requirements, size, flag=None):
+    """Install an optional engine's wheels into this venv (one time) when any of modules is missing;
+    flag: the option that needs them (default --label)."""
     import importlib.util
     import os
     import subprocess
@@ -122,7 +123,7 @@ def ensure_wheels(label, modules, requirements, size):
     print(f"{label}: installing the {label} wheels into {sys.prefix} (one time, {size} from PyPI)", flush=True)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", req])
     if r.returncode != 0:
-        raise SystemExit(f"{label}: pip install -r {req} failed (exit {r.returncode}); --{label} needs those wheels")
+        raise SystemExit(f"{label}: pip install -r {req} failed (exit {r.returncode}); {flag or '--' + label} needs those wheels")
     importlib.invalidate_caches()
 
 

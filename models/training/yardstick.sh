@@ -44,8 +44,8 @@ for word in alexa jarvis; do
       exit 1
     fi
   fi
-  # Recipe v16's heads carry rule v5b's threshold; a head without it (rule v5 before RULE-V21, or a
-  # rule that failed) is raised by rule v5b now.
+  # Recipe v16's heads (and candidates v17's and v18's) carry rule v5b's threshold; a head without it
+  # (rule v5 before RULE-V21, or a rule that failed) is raised by rule v5b now.
   if [ "$WAKE_RECIPE" != v4 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
     need_bin
     echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
