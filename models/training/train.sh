@@ -2,7 +2,7 @@
 # Trains one wake head: models/training/train.sh "hey claw"   (what `make wake-model TRIGGER="hey claw"` runs;
 # --help says what it does). Creates models/training/.venv on first use, then runs train_head.py
 # (espeak-ng, Piper and Pico only: flite and the engine it shares speakers with are held out for
-# make wake-eval) and, for a new phrase, threshold rule v5b (prompt_threshold.py).
+# make wake-eval) and, for a new phrase, threshold rule v5c (prompt_threshold.py --fine).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 trigger="${1:-${TRIGGER:-}}"
@@ -14,7 +14,7 @@ usage: models/training/train.sh "trigger phrase" [train_head.py options]
 
 Trains a wake head for the phrase from synthetic voices (espeak-ng, Piper, Pico; never a recording)
 and writes models/<stem>.json + .bin, where the node finds it. A new phrase gets recipe v16: near
-misses found by sound, then threshold rule v5b (the threshold raised until the head wakes at most
+misses found by sound, then threshold rule v5c (the threshold raised until the head wakes at most
 once in 2.27 h of voices it never trained on; RHVoice's engine is cloned and built for it once). About
 26 min the first time on a 2-core machine (plus the clone, and a release build of clawvoice in a
 checkout without one), 5-8 min after; progress and ETAs are printed throughout.
@@ -49,7 +49,7 @@ export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 cd "$here"
 extra=()
 [ -n "${WAKE_EPOCHS:-}" ] && extra+=(--epochs "$WAKE_EPOCHS")
-# Recipe v16 (RULE-V20, RULE-V21; a new phrase): near misses found by sound, then threshold rule v5b on
+# Recipe v16 (RULE-V20, RULE-V21, RULE-V24; a new phrase): near misses found by sound, then threshold rule v5c on
 # the unseen-voice stream's RHVoice part (built once per machine, a few minutes; needs the release
 # detector: the checkout's, else an installed clawvoice, else built here). The default triggers
 # (render.DEFAULT_TRIGGERS) and the stop word keep their own near-miss lists: never v16.
@@ -71,7 +71,7 @@ case "$recipe" in
   v17) extra+=(--phonetic-near 40 --phonetic-common 40) ;;   # candidate (RULE-V22): v16 and common words found by sound
   *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v16, a new phrase's default, v4, or the candidate v17)" >&2; exit 2 ;;
 esac
-echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" != v4 ] && echo ' (near misses found by sound, then threshold rule v5b)')"
+echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" != v4 ] && echo ' (near misses found by sound, then threshold rule v5c)')"
 nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
 [ "$recipe" != v4 ] || exit 0
 models="$(cd "$here/../.." && pwd)/models"
@@ -87,27 +87,27 @@ for i in "${!args[@]}"; do
   esac
 done
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
-# Rule v5b, the last step. If it cannot run (no release detector, RHVoice's engine not built: no network,
-# no cmake), the head written above keeps rule v2's threshold: say so, and how to finish later.
+# Rule v5c (rule v5b on a grid of 0.001 from 0.90 up: RULE-V24), the last step. If it cannot run (no
+# release detector, RHVoice's engine not built: no network, no cmake), the head written above keeps rule v2's threshold: say so, and how to finish later.
 bin="$here/../../.build/release/clawvoice"
 if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then bin="$(command -v clawvoice)"; fi
 rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin"
-      --apply --keep-if-refused)
-rule_v5b() {
+      --fine --apply --keep-if-refused)
+rule_v5c() {
   if [ ! -x "$bin" ]; then
     # Whether the stream refuses this phrase needs no detector: ask before building one.
     local rc=0
     "$venv/bin/python" -u "${rule[@]}" --refusal-only || rc=$?
     [ "$rc" = 3 ] && return 0
     [ "$rc" = 0 ] || return 1
-    echo "train.sh: building the release detector for threshold rule v5b (one time): swift build -c release --product clawvoice"
+    echo "train.sh: building the release detector for threshold rule v5c (one time): swift build -c release --product clawvoice"
     (cd "$here/../.." && swift build -c release --product clawvoice) || return 1
   fi
-  echo "train.sh: threshold rule v5b: the unseen-voice stream's RHVoice part (built once per machine, a few minutes)"
+  echo "train.sh: threshold rule v5c: the unseen-voice stream's RHVoice part (built once per machine, a few minutes)"
   nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u "${rule[@]}"
 }
-if ! rule_v5b; then
-  echo "train.sh: threshold rule v5b did not finish (see above), so $models/$stem.json keeps rule v2's threshold," \
+if ! rule_v5c; then
+  echo "train.sh: threshold rule v5c did not finish (see above), so $models/$stem.json keeps rule v2's threshold," \
        "which wakes more often on voices training never heard. Once that is fixed, finish it with:" \
        "$(printf '%q ' cd "$here")&& $(printf '%q ' .venv/bin/python "${rule[@]}")" >&2
   exit 1

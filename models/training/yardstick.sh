@@ -3,7 +3,7 @@
 # `make wake-model TRIGGER=...` trains a user's trigger (train.sh: espeak-ng, Piper and Pico only,
 # never a real recording of the word), scored by realspeech.py on real people saying those words.
 #   bash models/training/yardstick.sh [path/to/clawvoice]            (what make wake-eval-real runs: recipe
-#                                                                     v16 and rule v5b, a new phrase's default)
+#                                                                     v16 and rule v5c, a new phrase's default)
 #   WAKE_YARDSTICK_RECIPE=v4 bash models/training/yardstick.sh ...   (recipe v4 and rule v2, the default before RULE-V21)
 #   WAKE_YARDSTICK_RECIPE=v9 bash models/training/yardstick.sh ...   (candidate recipe v9: real negatives)
 #   WAKE_YARDSTICK_RECIPE=v13 bash models/training/yardstick.sh ...  (candidate recipe v13: RHVoice's speakers)
@@ -18,7 +18,7 @@ repo="$(cd "$here/../.." && pwd)"
 recipe="${WAKE_YARDSTICK_RECIPE:-v16}"
 export WAKE_RECIPE=v4                     # v4, v9 and v13 are recipe v4 with flags
 case "$recipe" in
-  v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5b (RULE-V20, V21)
+  v16) flags=(--tag=-v16); export WAKE_RECIPE=v16 ;;   # train.sh: --phonetic-near 40, then rule v5c (RULE-V20, V21, V24)
   v17) flags=(--tag=-v17); export WAKE_RECIPE=v17 ;;   # candidate: v16 and --phonetic-common 40 (RULE-V22)
   v18) flags=(--members 5 --tag=-v18); export WAKE_RECIPE=v16 ;;   # candidate: v16 with five members (RULE-V23)
   v4) flags=() ;;
@@ -44,13 +44,13 @@ for word in alexa jarvis; do
       exit 1
     fi
   fi
-  # Recipe v16's heads (and candidates v17's and v18's) carry rule v5b's threshold; a head without it
-  # (rule v5 before RULE-V21, or a rule that failed) is raised by rule v5b now.
-  if [ "$WAKE_RECIPE" != v4 ] && ! grep -q "rule v5b" "$dir/$word.json"; then
+  # Recipe v16's heads (and candidates v17's and v18's) carry rule v5c's threshold; a head without it
+  # (rules v5 and v5b before RULE-V24, or a rule that failed) is raised by rule v5c now.
+  if [ "$WAKE_RECIPE" != v4 ] && ! grep -q "rule v5c" "$dir/$word.json"; then
     need_bin
-    echo "yardstick.sh: $dir/$word.json has no rule-v5b threshold; applying rule v5b"
-    (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --bin "$bin" --apply)
-    grep -q "rule v5b" "$dir/$word.json" || { echo "yardstick.sh: rule v5b left $dir/$word.json as it was (above); not scored" >&2; exit 1; }
+    echo "yardstick.sh: $dir/$word.json has no rule-v5c threshold; applying rule v5c"
+    (cd "$here" && .venv/bin/python -u prompt_threshold.py "$word" --models "$dir" --stream unseen-rhvoice --fine --bin "$bin" --apply)
+    grep -q "rule v5c" "$dir/$word.json" || { echo "yardstick.sh: rule v5c left $dir/$word.json as it was (above); not scored" >&2; exit 1; }
   fi
 done
 [ "${1:-}" = "--train-only" ] && exit 0
