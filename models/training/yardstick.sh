@@ -32,7 +32,11 @@ mkdir -p "$dir"
 cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
 bin="$repo/.build/release/clawvoice"
 [ -n "${1:-}" ] && [ "$1" != "--train-only" ] && bin="$1"
-need_bin() { [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }; }
+# The detector, made absolute (the rule and the scoring run from models/training).
+need_bin() {
+  [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+  bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+}
 for word in alexa jarvis; do
   if [ ! -f "$dir/$word.json" ]; then
     echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
@@ -55,7 +59,6 @@ for word in alexa jarvis; do
 done
 [ "${1:-}" = "--train-only" ] && exit 0
 need_bin
-bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 venv="$here/.venv"
 # The anchors: the wheels ship their alexa models (pyopen-wakeword is in requirements.txt already).
 if [ ! -f "$venv/.anchors" ] || [ "$here/requirements-anchors.txt" -nt "$venv/.anchors" ]; then
