@@ -17,6 +17,7 @@ threshold is kept in the manifest (training.ruleV2Threshold), so a head can be r
 
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen]           (prints, changes nothing)
     .venv/bin/python prompt_threshold.py --models DIR alexa jarvis [--stream unseen] --apply   (writes DIR/<stem>.json)
+    .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen-rhvoice --fine --apply   (rule v5c: train.sh's)
     .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen --sweep 0.8,0.9,0.95  (wakes at each, per engine)
     .venv/bin/python prompt_threshold.py --models DIR alexa --stream unseen-rhvoice --where 0.9   (where it wakes, and
         what PocketSphinx hears in the 2.5 s before each wake, with the pocketsphinx wheel: a look, no figure)
@@ -146,7 +147,7 @@ def main():
     ap.add_argument("--models", required=True, help="directory with <stem>.json (rule v2's threshold) and the front end")
     ap.add_argument("--stream", choices=sorted(STREAMS), default="prompts",
                     help="prompts: rule v4 (no wake); unseen: rule v5 (<= 0.5 wakes per hour); "
-                         "unseen-rhvoice: rule v5b (rule v5 on the stream's RHVoice part)")
+                         "unseen-rhvoice: rule v5b (rule v5 on the stream's RHVoice part; with --fine rule v5c)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--out", default=None, help="where the stream is kept (prompts: /tmp/clawvoice-asterisk-prompts; "
                                                 "unseen: models/training/.cache/unseen)")
@@ -158,7 +159,7 @@ def main():
     ap.add_argument("--where", type=float, default=None, metavar="T",
                     help="list each wake at threshold T with what PocketSphinx hears before it, instead of choosing one")
     ap.add_argument("--fine", action="store_true", help="rule v5c with --stream unseen-rhvoice: a grid of 0.001 "
-                    "from 0.90 up (RULE-V24)")
+                    "from 0.90 up (RULE-V24; what train.sh applies; --sweep and --where take their own thresholds)")
     ap.add_argument("--refusal-only", action="store_true", help="say which heads an unseen-voice stream refuses "
                     "(implies --keep-if-refused) and exit 3 if it refuses all, 0 if any is left to score (no detector "
                     "needed: train.sh asks before it builds one)")

@@ -245,7 +245,8 @@ def report(meta, results, seed):
                 if r["fliteWakes"] is None:
                     continue
                 fw = r["fliteWakes"] / r["fliteHours"]
-                ok = rows[(recipe, "alexa")] <= 1.5 * best and fw <= 0.5
+                # Same clips for both, so compare as counts would: 54 of 658 is the bound 1.5 x 36, not over it.
+                ok = rows[(recipe, "alexa")] <= 1.5 * best + 1e-9 and fw <= 0.5
                 lines.append(f"Issue 22's goal, recipe {recipe}: alexa pooled {rows[(recipe, 'alexa')]:.1f} % against 1.5 × the "
                              f"better anchor's {best:.1f} % = {1.5 * best:.1f} %, at {fw:.2f} false wakes per hour on flite (≤ 0.5): "
                              f"**{'met' if ok else 'not met'}** (one head, one seed; other seeds: models/README.md, \"Seed check\"; recipe v16 "
