@@ -88,7 +88,8 @@ for i in "${!args[@]}"; do
 done
 stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(file_stem(sys.argv[1]))' "$trigger")"
 # Rule v5c (rule v5b on a grid of 0.001 from 0.90 up: RULE-V24), the last step. If it cannot run (no
-# release detector, RHVoice's engine not built: no network, no cmake), the head written above keeps rule v2's threshold: say so, and how to finish later.
+# release detector, RHVoice's engine not built: no network, no cmake), the head written above keeps
+# rule v2's threshold: say so, and how to finish later.
 bin="$here/../../.build/release/clawvoice"
 if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then bin="$(command -v clawvoice)"; fi
 rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin"
