@@ -32,34 +32,28 @@ def phonemes(lines):
     return [STRESS.sub("", o) for o in out]
 
 
-def distance(a, b):
-    """Levenshtein distance between two phoneme strings."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
 VOWELS = set("aeiouæɐəɛɜɚɪɑɔʊʌᵻɒɝɨ")
 # Function words as espeak-ng says them inside a sentence (alone, "a" is the letter's name).
 FUNCTION = {"a": "ɐ", "an": "ɐn", "the": "ðə", "of": "ʌv", "to": "tə", "is": "ɪz", "it": "ɪt", "as": "æz",
             "in": "ɪn", "and": "ænd"}
 
 
-def weighted_distance(a, b):
-    """Edit distance where a vowel swapped for another vowel counts half: running speech blurs
-    vowels ("makes an" is /meɪksɐn/ beside alexa's /ɐlɛksə/) more than consonants."""
+def distance(a, b, vowel_swap=1.0):
+    """Levenshtein distance between two phoneme strings; a vowel swapped for another vowel costs
+    vowel_swap (recipe v16: 1; v17's weighted_distance: half, since running speech blurs vowels:
+    "makes an" is /meɪksɐn/ beside alexa's /ɐlɛksə/)."""
     prev = [float(j) for j in range(len(b) + 1)]
     for i, ca in enumerate(a, 1):
         cur = [float(i)]
         for j, cb in enumerate(b, 1):
-            sub = 0 if ca == cb else (0.5 if ca in VOWELS and cb in VOWELS else 1)
+            sub = 0 if ca == cb else (vowel_swap if ca in VOWELS and cb in VOWELS else 1)
             cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + sub))
         prev = cur
     return prev[-1]
+
+
+def weighted_distance(a, b):
+    return distance(a, b, vowel_swap=0.5)
 
 
 def vocabulary(sentences, top=24000):
@@ -137,7 +131,7 @@ def main():
     target = phonemes([args.trigger.lower()])[0]
     words = neighbours(args.trigger, args.n)
     for w, ph in zip(words, phonemes(words)):
-        print(f"{w:24s} {ph:16s} {distance(ph, target)}")
+        print(f"{w:24s} {ph:16s} {distance(ph, target):g}")
 
 
 if __name__ == "__main__":

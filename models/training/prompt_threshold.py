@@ -38,7 +38,7 @@ import numpy as np
 import prompts
 import real_negatives
 from head import detections, wake_steps
-from threshold import THRESHOLD_GRID
+from threshold import FINE_GRID, THRESHOLD_GRID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -73,9 +73,6 @@ def scores(binary, wav, models_dir, phrase):
         sys.exit(f"prompt_threshold.py: {' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
     steps = [json.loads(line) for line in run.stdout.splitlines() if line.startswith('{"ms"')]
     return np.array([st["scores"][phrase] for st in steps], np.float32)
-
-
-FINE_GRID = np.round(np.concatenate([THRESHOLD_GRID[THRESHOLD_GRID < 0.9], np.arange(0.90, 0.9991, 0.001)]), 3)
 
 
 def raised(s, t_v2, k, allowed, grid=THRESHOLD_GRID):

@@ -239,14 +239,16 @@ def report(meta, results, seed):
                   "was written; the anchors' rows stand alone until `make wake-eval-real` is run again.", ""]
     if "pymicro" in rows and "pyopen" in rows:
         best = min(rows["pymicro"], rows["pyopen"])
+        missed = lambda r: r["missedClean"] + r["missed10dB"]
+        best_missed = min(missed(results["anchors"][k]) for k in ("pymicro", "pyopen"))
         for recipe in sorted(results["recipes"]):
             if (recipe, "alexa") in rows:
                 r = results["recipes"][recipe]["alexa"]
                 if r["fliteWakes"] is None:
                     continue
                 fw = r["fliteWakes"] / r["fliteHours"]
-                # Same clips for both, so compare as counts would: 54 of 658 is the bound 1.5 x 36, not over it.
-                ok = rows[(recipe, "alexa")] <= 1.5 * best + 1e-9 and fw <= 0.5
+                # The same clips for both: counts, so 54 of 658 is the bound 1.5 x 36, not a hair over it.
+                ok = missed(r) <= 1.5 * best_missed and fw <= 0.5
                 lines.append(f"Issue 22's goal, recipe {recipe}: alexa pooled {rows[(recipe, 'alexa')]:.1f} % against 1.5 × the "
                              f"better anchor's {best:.1f} % = {1.5 * best:.1f} %, at {fw:.2f} false wakes per hour on flite (≤ 0.5): "
                              f"**{'met' if ok else 'not met'}** (one head, one seed; other seeds: models/README.md, \"Seed check\"; recipe v16 "

@@ -41,6 +41,8 @@ class Validation:
 RULES = {"v1": dict(stream=0.25, all=0.005), "v2": dict(stream=0.5, speech=0.005, near=0.03),
          "stream-only": dict(stream=0.5)}
 THRESHOLD_GRID = np.round(np.concatenate([np.arange(0.20, 0.98, 0.01), np.arange(0.98, 0.9991, 0.001)]), 3)
+# Rule v5c's grid (RULE-V24): 0.001 steps from 0.90 up, where a 0.01 step costs real people 1-2 points.
+FINE_GRID = np.round(np.concatenate([THRESHOLD_GRID[THRESHOLD_GRID < 0.9], np.arange(0.90, 0.9991, 0.001)]), 3)
 
 
 def rule_checks(v, rule, k=1):
