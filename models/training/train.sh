@@ -24,6 +24,8 @@ checkout without one), 5-8 min after; progress and ETAs are printed throughout.
                        (RULE-V22); --members 5 is another (recipe v18, RULE-V23)
   WAKE_EPOCHS=N        train N epochs instead of the recipe's
   WAKE_NICE=N          the training's niceness (default 10)
+  WAKE_DETECTOR=PATH   the clawvoice binary rule v5c runs (default: this checkout's release build, else
+                       an installed clawvoice, else one built here)
   --models-dir DIR     write the head there instead of models/
   --cache-dir DIR      cache embeddings, canvases and the streams there (default models/training/.cache)
 The other options: models/training/.venv/bin/python models/training/train_head.py --help
@@ -36,6 +38,12 @@ if [ -z "$trigger" ]; then
   exit 2
 fi
 command -v espeak-ng >/dev/null || { echo "train.sh: espeak-ng is missing; install it with: apt-get install espeak-ng libespeak-ng1" >&2; exit 1; }
+# A detector named by the caller is checked now, not after half an hour of training.
+detector=""
+if [ -n "${WAKE_DETECTOR:-}" ]; then
+  [ -x "$WAKE_DETECTOR" ] && [ -f "$WAKE_DETECTOR" ] || { echo "train.sh: WAKE_DETECTOR=$WAKE_DETECTOR is not an executable file; build one with: swift build -c release" >&2; exit 2; }
+  detector="$(cd "$(dirname "$WAKE_DETECTOR")" && pwd)/$(basename "$WAKE_DETECTOR")"   # the rule runs in $here
+fi
 venv="$here/.venv"
 if [ ! -f "$venv/.ready" ] || [ "$here/requirements.txt" -nt "$venv/.ready" ]; then
   echo "train.sh: setting up $venv (one time, ~500 MB from PyPI)"
@@ -90,8 +98,8 @@ stem="$("$venv/bin/python" -c 'import sys; from render import file_stem; print(f
 # Rule v5c (rule v5b on a grid of 0.001 from 0.90 up: RULE-V24), the last step. If it cannot run (no
 # release detector, RHVoice's engine not built: no network, no cmake), the head written above keeps
 # rule v2's threshold: say so, and how to finish later.
-bin="$here/../../.build/release/clawvoice"
-if [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then bin="$(command -v clawvoice)"; fi
+bin="${detector:-$here/../../.build/release/clawvoice}"
+if [ -z "$detector" ] && [ ! -x "$bin" ] && command -v clawvoice >/dev/null; then bin="$(command -v clawvoice)"; fi
 rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin"
       --fine --apply --keep-if-refused)
 rule_v5c() {

@@ -31,12 +31,15 @@ mkdir -p "$dir"
 # The shipped front end, so the heads sit on exactly what the node runs.
 cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
 bin="$repo/.build/release/clawvoice"
-[ -n "${1:-}" ] && [ "$1" != "--train-only" ] && bin="$1"
 # The detector, made absolute (the rule and the scoring run from models/training).
 need_bin() {
   [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
   bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 }
+if [ -n "${1:-}" ] && [ "$1" != "--train-only" ]; then
+  # A detector named here is the one every step runs, train.sh's rule v5c included.
+  bin="$1"; need_bin; export WAKE_DETECTOR="$bin"
+fi
 for word in alexa jarvis; do
   if [ ! -f "$dir/$word.json" ]; then
     echo "yardstick.sh: training \"$word\" (recipe $recipe) into $dir; log: $dir/$word.log"
