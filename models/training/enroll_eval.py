@@ -66,9 +66,9 @@ def read_wav(path):
 class Head:
     """A shipped head in numpy (make_fixtures.py's forward, vectorised over steps)."""
 
-    def __init__(self, stem):
-        man = json.load(open(os.path.join(MODELS, stem + ".json")))
-        flat = np.fromfile(os.path.join(MODELS, man["weights"]), "<f4")
+    def __init__(self, stem, models=MODELS):
+        man = json.load(open(os.path.join(models, stem + ".json")))
+        flat = np.fromfile(os.path.join(models, man["weights"]), "<f4")
         T = {t["name"]: flat[t["offset"]:t["offset"] + int(np.prod(t["shape"]))].reshape(t["shape"]) for t in man["tensors"]}
         self.window, self.threshold = man["network"]["windowEmbeddings"], man["threshold"]
         self.steps = man.get("consecutiveSteps", 1)
@@ -131,6 +131,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--eval-dir", default=os.path.join(HERE, "eval-flite"))
     ap.add_argument("--cache", default=os.path.join(HERE, ".cache", "enroll"))
+    ap.add_argument("--models", default=MODELS, help="the heads to enroll: a candidate's directory instead of models/ (its front end must be "
+                         "the shipped one, or give it its own --cache: the set's embeddings are cached by name)")
     ap.add_argument("--feature", default="both", choices=["raw", "centred", "hidden", "both"])
     ap.add_argument("--explore", action="store_true", help="print every floor and similarity tried")
     ap.add_argument("--verifier", default="cosine", choices=["cosine", "logistic", "head"],
@@ -155,9 +157,9 @@ def main():
     args = ap.parse_args()
     meta = json.load(open(os.path.join(args.eval_dir, "meta.json")))
     os.makedirs(args.cache, exist_ok=True)
-    fe = frontend.FrontEnd(MODELS)
+    fe = frontend.FrontEnd(args.models)
     zero = fe.embed_mels(np.repeat(fe.zero_mel[None], frontend.EMB_FRAMES, axis=0))[0]
-    heads = {t: Head(t) for t in TRIGGERS}
+    heads = {t: Head(t, args.models) for t in TRIGGERS}
     W = heads[TRIGGERS[0]].window
     assert all(h.window == W for h in heads.values())
 
