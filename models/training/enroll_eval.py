@@ -131,7 +131,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--eval-dir", default=os.path.join(HERE, "eval-flite"))
     ap.add_argument("--cache", default=os.path.join(HERE, ".cache", "enroll"))
-    ap.add_argument("--models", default=MODELS, help="the heads to enroll: a candidate's directory instead of models/ (its front end must be "
+    ap.add_argument("--models", default=MODELS, help="the heads to enroll: a candidate's directory instead of models/, with openclaw, claude, computer and "
+                         "frontend.json/.bin (the front end must be "
                          "the shipped one, or give it its own --cache: the set's embeddings are cached by name)")
     ap.add_argument("--feature", default="both", choices=["raw", "centred", "hidden", "both"])
     ap.add_argument("--explore", action="store_true", help="print every floor and similarity tried")

@@ -30,10 +30,10 @@ dir="$here/.cache/yardstick/$recipe"
 mkdir -p "$dir"
 # The shipped front end, so the heads sit on exactly what the node runs.
 cp -p "$repo/models/frontend.json" "$repo/models/frontend.bin" "$dir/"
-bin="$repo/.build/release/clawvoice"
+bin="${WAKE_DETECTOR:-$repo/.build/release/clawvoice}"   # train.sh's WAKE_DETECTOR, when set, is ours too
 # The detector, made absolute (the rule and the scoring run from models/training).
 need_bin() {
-  [ -x "$bin" ] || { echo "yardstick.sh: $bin not found; build it with: swift build -c release" >&2; exit 1; }
+  [ -x "$bin" ] && [ -f "$bin" ] || { echo "yardstick.sh: $bin is not an executable clawvoice; build one with: swift build -c release" >&2; exit 1; }
   bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 }
 if [ -n "${1:-}" ] && [ "$1" != "--train-only" ]; then
@@ -60,7 +60,7 @@ for word in alexa jarvis; do
     grep -q "rule v5c" "$dir/$word.json" || { echo "yardstick.sh: rule v5c left $dir/$word.json as it was (above); not scored" >&2; exit 1; }
   fi
 done
-[ "${1:-}" = "--train-only" ] && exit 0
+if [ "${1:-}" = "--train-only" ] || [ "${2:-}" = "--train-only" ]; then exit 0; fi
 need_bin
 venv="$here/.venv"
 # The anchors: the wheels ship their alexa models (pyopen-wakeword is in requirements.txt already).
