@@ -8,6 +8,7 @@
    `clawvoice wake detect --scores` over `make wake-eval`'s positives (built by evaluate.py).
 
     .venv/bin/python diagnose.py [--tag -v4] [--models ../../models] [--clawvoice ../../.build/release/clawvoice]
+    .venv/bin/python diagnose.py --stems claude --tag=--c26s1 --binding-only   (table 1 alone; a tag starting with - as --tag=)
 """
 import argparse
 import json
@@ -23,12 +24,12 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TRIGGERS = ["openclaw", "claude", "computer"]
 
 
-def binding(tag, k=2):
+def binding(tag, stems=TRIGGERS, k=2):
     r = th.RULES["v2"]
     print(f"| head (valscores{tag}) | stream ≤ {r['stream']}/h | plain speech, noise ≤ {r['speech'] * 100:g} % | "
           f"near miss, other trigger, cut short ≤ {r['near'] * 100:g} % | validation recall there |")
     print("|---|---|---|---|---|")
-    for stem in TRIGGERS:
+    for stem in stems:
         path = os.path.join(HERE, ".cache", f"valscores-{stem}{tag}.npz")
         if not os.path.exists(path):
             raise SystemExit(f"diagnose.py: {path} is missing; train with --tag {tag.lstrip('-')} first")
@@ -66,9 +67,12 @@ def main():
     ap.add_argument("--models", default=os.path.join(REPO, "models"))
     ap.add_argument("--clawvoice", default=os.path.join(REPO, ".build", "release", "clawvoice"))
     ap.add_argument("--out", default=os.path.join(HERE, "eval-flite"), help="make wake-eval's held-out set")
+    ap.add_argument("--stems", default=",".join(TRIGGERS), help="table 1's heads, comma-separated")
+    ap.add_argument("--binding-only", action="store_true", help="table 1 alone (validation only, no held-out audio)")
     args = ap.parse_args()
-    binding(args.tag)
-    margins(args.models, args.clawvoice, args.out)
+    binding(args.tag, args.stems.split(","))
+    if not args.binding_only:
+        margins(args.models, args.clawvoice, args.out)
 
 
 if __name__ == "__main__":

@@ -103,11 +103,7 @@ if [ -z "$detector" ] && [ ! -x "$bin" ] && command -v clawvoice >/dev/null; the
 rule=(prompt_threshold.py "$stem" --models "$models" --stream unseen-rhvoice --out "$cache/unseen" --bin "$bin"
       --fine --apply --keep-if-refused)
 rule_v5c() {
-  if [ -n "$detector" ] && [ ! -x "$bin" ]; then
-    echo "train.sh: WAKE_DETECTOR=$bin is gone since training started" >&2
-    return 1
-  fi
-  if [ ! -x "$bin" ]; then
+  if [ -z "$detector" ] && [ ! -x "$bin" ]; then   # a named detector is never built over (the rule says if it is gone)
     # Whether the stream refuses this phrase needs no detector: ask before building one.
     local rc=0
     "$venv/bin/python" -u "${rule[@]}" --refusal-only || rc=$?
