@@ -67,9 +67,9 @@ def prompt_at(spans, s):
     return last
 
 
-def detect(args, wav, triggers, sensitivity):
+def detect(args, wav, triggers, sensitivity, extra=()):
     cmd = [args.bin, "wake", "detect", "--input", wav, "--phrases", ",".join(triggers),
-           "--models", args.models, "--sensitivity", str(sensitivity)]
+           "--models", args.models, "--sensitivity", str(sensitivity), *extra]
     with tempfile.TemporaryDirectory() as state:  # the heads alone: no household enrollment (`wake enroll`) applies
         run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, CLAWVOICE_STATE_DIR=state))
     if run.returncode != 0:
@@ -77,10 +77,10 @@ def detect(args, wav, triggers, sensitivity):
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
 
 
-def splice(path, section):
-    """Replaces (or appends) this script's section of a report, leaving the rest as it is."""
+def splice(path, section, heading=HEADING):
+    """Replaces (or appends) a script's section of a report, leaving the rest as it is."""
     lines = open(path).read().rstrip("\n").split("\n") if os.path.exists(path) else []
-    start = next((i for i, l in enumerate(lines) if l.startswith(HEADING)), None)
+    start = next((i for i, l in enumerate(lines) if l.startswith(heading)), None)
     if start is None:
         lines += [""] + section
     else:
