@@ -188,6 +188,13 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         log(f"prompt negatives: {len(recs)} prompts of the training half, {sum(len(a) for _, a in recs) / 16000 / 3600:.2f} h")
         parts.append(cached(ck(f"prompts-{args.prompt_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(323), recs, noise, int(args.prompt_negatives * sc))))
+    if args.stamp_negatives > 0:  # candidate recipe v19: Tux Paint's spoken stamp descriptions, their training half only
+        import stamps
+        files = [f for fs in stamps.negatives("train")[0].values() for f in fs]
+        log(f"stamp negatives: {len(files)} descriptions of the training half (decoded only when not cached)")
+        parts.append(cached(ck(f"stamps-{args.stamp_negatives}"), lambda: human_negatives(
+            feat, np.random.default_rng(333), [(name, np.frombuffer(stamps.read(path), "<i2").copy()) for name, path in files],
+            noise, int(args.stamp_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
