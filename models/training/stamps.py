@@ -80,8 +80,11 @@ def stops():
 
 def read(path):
     """A description's samples as 16 kHz mono 16-bit little-endian bytes (sox decodes and resamples)."""
-    run = subprocess.run(["sox", path, "-t", "raw", "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-                          "-L", "-"], capture_output=True)
+    try:
+        run = subprocess.run(["sox", path, "-t", "raw", "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
+                              "-L", "-"], capture_output=True)
+    except FileNotFoundError:
+        sys.exit("stamps: sox not found; install it with: apt-get install sox")
     if run.returncode != 0:
         sys.exit(f"stamps: sox could not read {path}: {run.stderr.decode(errors='replace').strip()} "
                  "(install sox with: apt-get install sox libsox-fmt-all)")
