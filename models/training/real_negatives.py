@@ -90,21 +90,27 @@ def splice(path, section, heading=HEADING):
         f.write("\n".join(lines) + "\n")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def common_args(ap, who, out):
+    """The options real_negatives.py and stamp_negatives.py share, parsed and checked."""
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
-    ap.add_argument("--sets", default=",".join(SETS), help=f"which prompt sets ({', '.join(SETS)})")
     ap.add_argument("--half", default="all", choices=["all", "eval"], help="eval: only the half training never draws from")
-    ap.add_argument("--out", default="/tmp/clawvoice-asterisk-prompts", help="directory for the joined streams")
+    ap.add_argument("--out", default=out, help="directory for the joined streams")
     ap.add_argument("--sensitivity", type=float, default=0.5, help="the wake heads' (the node's default: 0.5)")
     ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
     ap.add_argument("--report", help="also write the section into this report (models/EVALUATION.md)")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
-        sys.exit(f"real_negatives: {args.bin} not found; build it with: swift build -c release --product clawvoice")
+        sys.exit(f"{who}: {args.bin} not found; build it with: swift build -c release --product clawvoice")
     if args.report and args.half != "all":
-        sys.exit("real_negatives: --report writes the whole prompts' section; run --half eval without it")
+        sys.exit(f"{who}: --report writes the whole section; run --half eval without it")
+    return args
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", default=",".join(SETS), help=f"which prompt sets ({', '.join(SETS)})")
+    args = common_args(ap, "real_negatives", "/tmp/clawvoice-asterisk-prompts")
     keys = [k.strip() for k in args.sets.split(",") if k.strip()]
     unknown = [k for k in keys if k not in SETS]
     if unknown or not keys:

@@ -23,7 +23,7 @@ import sys
 import wave
 
 import stamps
-from real_negatives import ROOT, TRIGGERS, detect, prompt_at, splice
+from real_negatives import TRIGGERS, common_args, detect, prompt_at, splice
 
 HEADING = "## Real negatives: spoken stamp descriptions"
 GAP_MS = 300
@@ -44,7 +44,7 @@ def joined(files, wav):
     if os.path.exists(wav) and os.path.exists(index):
         with open(index) as f:
             z = json.load(f)
-        if z["names"] == [n for n, _ in files]:
+        if z["names"] == [n for n, _ in files] and z.get("decoder") == stamps.DECODER:
             return [tuple(s) for s in z["spans"]], z["seconds"]
     gap = b"\x00\x00" * (stamps.RATE * GAP_MS // 1000)
     spans, parts, frames = [], [], 0
@@ -55,7 +55,7 @@ def joined(files, wav):
         frames += (len(data) + len(gap)) // 2
     write_wav(wav, b"".join(parts))
     with open(index, "w") as f:
-        json.dump({"names": [n for n, _ in files], "spans": spans, "seconds": frames / stamps.RATE}, f)
+        json.dump({"names": [n for n, _ in files], "decoder": stamps.DECODER, "spans": spans, "seconds": frames / stamps.RATE}, f)
     return spans, frames / stamps.RATE
 
 
@@ -74,18 +74,7 @@ def real_stops(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
-    ap.add_argument("--models", default=os.path.join(ROOT, "models"))
-    ap.add_argument("--half", default="all", choices=["all", "eval"], help="eval: only the half training would never draw from")
-    ap.add_argument("--out", default="/tmp/clawvoice-tuxpaint-stamps", help="directory for the joined streams (reused)")
-    ap.add_argument("--sensitivity", type=float, default=0.5, help="the wake heads' (the node's default: 0.5)")
-    ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
-    ap.add_argument("--report", help="also write the section into this report (models/EVALUATION.md)")
-    args = ap.parse_args()
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"stamp_negatives: {args.bin} not found; build it with: swift build -c release --product clawvoice")
-    if args.report and args.half != "all":
-        sys.exit("stamp_negatives: --report writes the whole section; run --half eval without it")
+    args = common_args(ap, "stamp_negatives", "/tmp/clawvoice-tuxpaint-stamps")
     os.makedirs(args.out, exist_ok=True)
     by_lang, left = stamps.negatives(args.half)
     heads = TRIGGERS + ["stop"]

@@ -24,6 +24,8 @@ RATE = 16000
 # even sound like one): Latin, Cyrillic and Greek spellings.
 SAID = re.compile(r"stop|стоп|στοπ|claud|клод|comput|компьют|κομπιούτ|open ?claw", re.IGNORECASE)
 STOP = re.compile(r"\b(stop|стоп|στοπ)\b", re.IGNORECASE)
+# No dither (-D): sox's default dither draws new noise on every run, and the same file must decode the same.
+DECODER = ["sox", "-D"]
 _FILE = re.compile(r"(.*)_desc(?:_([A-Za-z]{2,3}(?:_[A-Z]{2})?))?\.(ogg|wav)$")
 
 
@@ -79,10 +81,10 @@ def stops():
 
 
 def read(path):
-    """A description's samples as 16 kHz mono 16-bit little-endian bytes (sox decodes and resamples)."""
+    """A description's samples as 16 kHz mono 16-bit little-endian bytes (sox decodes and resamples, the same each run)."""
     try:
-        run = subprocess.run(["sox", path, "-t", "raw", "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-                              "-L", "-"], capture_output=True)
+        run = subprocess.run(DECODER + [path, "-t", "raw", "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
+                                        "-L", "-"], capture_output=True)
     except FileNotFoundError:
         sys.exit("stamps: sox not found; install it with: apt-get install sox")
     if run.returncode != 0:
