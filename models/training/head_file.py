@@ -106,7 +106,7 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
             "seconds": round(time.time() - t_start),
             "hardNegatives": {"mineHours": args.mine_hours, "threshold": args.mine_threshold, "weight": args.mine_weight,
                               "rounds": args.mine_rounds if args.mine_hours > 0 else 0, "insetWeight": args.mine_inset_weight, "source": args.mine_source, "minedWindows": mined_total},
-            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), **({"promptNegativeCanvases": int(args.prompt_negatives * sc)} if args.prompt_negatives else {}), "kokoroTriggerCanvases": int(args.kokoro * sc), **({"rhvoiceTriggerCanvases": int(args.rhvoice * sc)} if args.rhvoice else {}),
+            "thresholdRule": args.rule, "wideTriggerCanvases": int(args.wide * sc), "hardTriggerCanvases": int(args.hard * sc), "humanCanvases": int(args.human * sc), **({"realNegativeCanvases": int(args.real_negatives * sc)} if args.real_negatives else {}), **({"promptNegativeCanvases": int(args.prompt_negatives * sc)} if args.prompt_negatives else {}), **({"stampNegativeCanvases": int(args.stamp_negatives * sc)} if getattr(args, "stamp_negatives", 0) else {}), "kokoroTriggerCanvases": int(args.kokoro * sc), **({"rhvoiceTriggerCanvases": int(args.rhvoice * sc)} if args.rhvoice else {}),
             "othersRendered": sorted(others_rendered),
             "validation": {"recall": round(recall, 4), "streamMinutes": round(v_seconds / 60, 1),
                            "streamFalseWakes": stream_fw},
