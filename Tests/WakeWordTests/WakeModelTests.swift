@@ -150,7 +150,8 @@ import Testing
         let training = raw["training"] as! [String: Any]
         #expect((training["command"] as? String)?.hasPrefix("make wake-model TRIGGER=\"\(stem)\"") == true)
         // Trained on the training engines only: nothing held out (flite and its kin) among them.
-        let allowed: Set<String> = ["espeak-ng", "piper-joe", "pico-en-US", "pico-en-GB"]
+        // RHVoice trains claude since stop 49 (models/training/RULE-V28.md).
+        let allowed: Set<String> = ["espeak-ng", "piper-joe", "pico-en-US", "pico-en-GB", "rhvoice"]
         #expect((training["engines"] as? [String]).map { Set($0).isSubset(of: allowed) } == true)
     }
 }
