@@ -148,7 +148,7 @@ def main():
     earlier = [
         ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
-         "0 of its recipe-v4 ensemble (the same seed and draws), so the difference is the two heads added. "
+         "0 of the recipe-v4 ensemble shipped after it (the same seed and draws; claude's until stop 49), so the difference is the two heads added. "
          "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
          "after that decision:"),
         ("shipped-v2.json", "## Earlier: the heads shipped at 55469a3 on the same set",

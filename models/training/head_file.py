@@ -4,6 +4,8 @@ back with it unfolded for --rescore."""
 import hashlib
 import json
 import os
+import re
+import shlex
 import time
 
 import numpy as np
@@ -11,9 +13,23 @@ import numpy as np
 import frontend
 import render
 import voices
-from train_args import recipe_name
+from train_args import DEFAULT_SEED, recipe_name
 
 log = render.log
+
+
+def this_head(args, trigger, wide_changed):
+    """'; this head: bash models/training/train.sh TRIGGER FLAGS' when the head was trained with flags
+    make wake-model does not give (a candidate recipe's, another seed, a negatives scale), so the
+    manifest says how to train it again; else nothing."""
+    flags = re.findall(r"\((--[^)]*)\)", recipe_name(args, wide_changed))
+    if not render.own_recipe(trigger):   # what make wake-model adds for a new phrase (WAKE_RECIPE v16, v17)
+        flags = [f for f in flags if not f.startswith(("--phonetic-near 40", "--phonetic-common 40"))]
+    if args.negatives_scale != 1:
+        flags.append(f"--negatives-scale {args.negatives_scale:g}")
+    if args.seed != DEFAULT_SEED:
+        flags.append(f"--seed {args.seed}")
+    return f"; this head: bash models/training/train.sh {shlex.quote(trigger)} {' '.join(flags)}" if flags else ""
 
 
 def new_phrase_v4(args, trigger):
@@ -97,7 +113,7 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
         "tensors": entries,
         "training": {
             "recipe": recipe_name(args, bool(wtag)),
-            "command": f'make wake-model TRIGGER="{trigger}"' + new_phrase_v4(args, trigger) + (f"; this head: bash models/training/train.sh {trigger} --negatives-scale {args.negatives_scale:g}" if args.negatives_scale != 1 else ""), "seed": seed,
+            "command": f'make wake-model TRIGGER="{trigger}"' + new_phrase_v4(args, trigger) + this_head(args, trigger, bool(wtag)), "seed": seed,
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []) + (["rhvoice"] if args.rhvoice else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,

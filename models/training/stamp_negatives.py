@@ -1,7 +1,9 @@
 """False wakes on more recorded human speech (issue 22, item 3): the shipped heads over Tux Paint's
 spoken stamp descriptions (stamps.py: `tuxpaint-stamps-default`, volunteers reading short
-sentences in about a dozen languages, 44.1 kHz), and the stop word on the stop sign's descriptions,
-the real "stop"s at hand (issue 22, item 6). Training never used them, so they are held out.
+sentences in about a dozen languages, 44.1 kHz), and the stop word on the descriptions that say
+"stop", the real "stop"s at hand (issue 22, item 6). A head trained with `train_head.py
+--stamp-negatives` (claude since stop 49) learned from crops of the training half: --half eval
+scores the other half alone (other sentences by the same volunteers).
 
     make wake-eval-stamps      (installs the package, builds, runs this with --report), or:
     apt-get install tuxpaint-stamps-default sox     (about 160 MB; make test does not need it)
@@ -13,7 +15,7 @@ Each language's descriptions are joined in name order with 300 ms of silence bet
 16 kHz WAV (kept in --out and reused), and `clawvoice wake detect` runs over it once with every
 default trigger at the node's sensitivity and once with the stop word at its own. A description whose
 text holds a trigger or "stop", even inside a word, is left out; every other detection is a false
-wake. Each stop sign's description is then scored alone, after and before 1 s of silence.
+wake. Each description that says "stop" is then scored alone, after and before 1 s of silence.
 Standard library and sox.
 """
 import argparse
@@ -60,7 +62,7 @@ def joined(files, wav):
 
 
 def real_stops(args):
-    """[(name, text, best stop score, detected)] over each stop sign's description alone."""
+    """[(name, text, best stop score, detected)] over each description that says "stop", alone."""
     out = []
     silence = b"\x00\x00" * stamps.RATE
     for name, path, text in stamps.stops():
@@ -94,10 +96,12 @@ def main():
     stops = real_stops(args)
     n_desc = sum(r[0] for r in rows.values())
     section = [HEADING, "",
-               f"The shipped heads over more recorded human speech that training never heard: {n_desc} spoken descriptions "
+               f"The shipped heads over more recorded human speech: {n_desc} spoken descriptions "
                "of Tux Paint's stamps (Debian's `tuxpaint-stamps-default`: short sentences read by volunteers, one or a few "
                f"per language, {len(rows)} languages, 44.1 kHz, here at 16 kHz), each language joined with {GAP_MS} ms gaps, "
-               f"through the release Swift detector: {hours:.2f} h of stream. Left out because the text says a trigger or "
+               f"through the release Swift detector: {hours:.2f} h of stream. Training never heard them, except a head "
+               "trained with `--stamp-negatives` (claude since stop 49): it learned from crops of the training half, and "
+               "`stamp_negatives.py --half eval` scores the other half alone. Left out because the text says a trigger or "
                f"\"stop\", inside a word too: {len(left)} descriptions. Every other detection is a false wake. Regenerate with:",
                "", "```", "make wake-eval-stamps", "```", "",
                "(= `apt-get install tuxpaint-stamps-default sox`, `swift build -c release --product clawvoice` and "
@@ -114,7 +118,8 @@ def main():
         at = [f"{k} {t:.1f} ({p}, {sc:.2f})" for k, t, p, sc in found[h]]
         section.append(f"- {h}: {', '.join(at) if at else 'none'}")
     heard = sum(1 for s in stops if s[3])
-    section += ["", f"**Real \"stop\"s.** The stop sign's descriptions, each said by that language's volunteer: the stop "
+    section += ["", f"**Real \"stop\"s.** The descriptions that say \"stop\" as a word of its own (eight stop signs, a Danish "
+                "stoplight), each said by that language's volunteer: the stop "
                 f"word at sensitivity {args.stop_sensitivity} alone, the clip between 1 s of silence (not over the node's "
                 f"speech): **{heard} of {len(stops)} heard**. Too few to be a rate; the first real recordings of the word here.", "",
                 "| description | text | best stop score | heard |", "|---|---|---|---|"]

@@ -1,5 +1,5 @@
 """Recorded human speech from a Debian package: the spoken stamp descriptions of Tux Paint
-(`tuxpaint-stamps-default`, GPL): short sentences read by volunteers, one or a few per language,
+(`tuxpaint-stamps-default`, GPL; a 160 MB download): short sentences read by volunteers, one or a few per language,
 in about a dozen languages, 44.1 kHz Ogg Vorbis. They are false-wake figures for the heads
 (stamp_negatives.py), and the stop sign's descriptions are the first real recordings of "stop" here.
 
@@ -21,8 +21,9 @@ STAMPS = "/usr/share/tuxpaint/stamps"
 PACKAGE = "tuxpaint-stamps-default"
 RATE = 16000
 # A trigger or "stop" in any script the descriptions use, matched inside words too (a negative must not
-# even sound like one): Latin, Cyrillic and Greek spellings.
-SAID = re.compile(r"stop|стоп|στοπ|claud|клод|comput|компьют|κομπιούτ|open ?claw", re.IGNORECASE)
+# even sound like one): Latin (computer, komputer, kompjuter), Cyrillic (компьютер, компютър, камп'ютэр, кампутар)
+# and Greek spellings.
+SAID = re.compile(r"stop|стоп|στοπ|claud|клод|comput|komp.?i?j?ut|комп.?ют|камп.?ю?т|κομπιούτ|open ?claw", re.IGNORECASE)
 STOP = re.compile(r"\b(stop|стоп|στοπ)\b", re.IGNORECASE)
 # No dither (-D): sox's default dither draws new noise on every run, and the same file must decode the same.
 DECODER = ["sox", "-D"]
@@ -89,5 +90,5 @@ def read(path):
         sys.exit("stamps: sox not found; install it with: apt-get install sox")
     if run.returncode != 0:
         sys.exit(f"stamps: sox could not read {path}: {run.stderr.decode(errors='replace').strip()} "
-                 "(install sox with: apt-get install sox libsox-fmt-all)")
+                 "(its Ogg Vorbis reader is in libsox-fmt-base: apt-get install sox)")
     return run.stdout

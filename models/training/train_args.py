@@ -8,13 +8,14 @@ from threshold import RULES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+DEFAULT_SEED = 20261201
 RECIPE_VERSION = 4                                     # the shipped recipe; candidates v5-v8 by their flags (recipe_name)
 
 
 def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trigger", required=True)
-    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--hidden", type=int, default=HIDDEN)
     ap.add_argument("--window", type=int, default=HEAD_WINDOW, help="embeddings per head input (80 ms each; candidate "

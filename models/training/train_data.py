@@ -192,7 +192,8 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         import stamps
         files = [f for fs in stamps.negatives("train")[0].values() for f in fs]
         log(f"stamp negatives: {len(files)} descriptions of the training half (decoded only when not cached)")
-        parts.append(cached(ck(f"stamps-{args.stamp_negatives}"), lambda: human_negatives(
+        which = zlib.crc32(" ".join(stamps.DECODER + [name for name, _ in files]).encode())   # a new decoder or list: new canvases
+        parts.append(cached(ck(f"stamps-{args.stamp_negatives}-{which:08x}"), lambda: human_negatives(
             feat, np.random.default_rng(333), [(name, np.frombuffer(stamps.read(path), "<i2").copy()) for name, path in files],
             noise, int(args.stamp_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
