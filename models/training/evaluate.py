@@ -114,6 +114,17 @@ def main():
                          f"{sum(1 for p, _ in sm['nearWakes'] if p == t)}")
         sweep_rows.append((thr, cells))
 
+    prev = open(args.report).read().split("\n") if os.path.exists(args.report) else []
+
+    def previous(heading):
+        """The previous report's section under heading (the heading line included), or []: a section
+        whose inputs (eval-flite/*.json, not in git) this machine lacks is kept as it was written."""
+        i = next((k for k, line in enumerate(prev) if line == heading), None)
+        if i is None:
+            return []
+        j = next((k for k in range(i + 1, len(prev)) if prev[k].startswith("## ")), len(prev))
+        return prev[i:j]
+
     n_near = summary["nearUtterances"]
     all_missed = sum(r["missed"] for r in summary["triggers"].values())
     all_events = sum(r["events"] for r in summary["triggers"].values())
@@ -126,8 +137,8 @@ def main():
              "models/training/eval-flite/; the run itself takes about 5 minutes.)", ""] + ([args.note, ""] if args.note else []) + [
              "## The held-out set: voices training never heard", "",
              "- engine: **flite**, voices `awb` and `rms` only (flite's kal, kal16 and slt share speakers with another held-out engine and are "
-             "never used, nor is that engine). Training uses espeak-ng, Piper (joe) and SVOX Pico only; thresholds come "
-             "from validation on those engines.",
+             "never used, nor is that engine). Training uses espeak-ng, Piper (joe) and SVOX Pico (and, for claude since "
+             "stop 49, RHVoice and recorded human speech); thresholds come from validation on the first three.",
              "- speakers: duration stretch 0.8–1.3, pitch mean ×0.8–1.3 and range jittered per utterance",
              "- text: sentences from Python standard-library docstrings in the 1-in-4 modules training never read; "
              "sentences containing a trigger removed",
@@ -146,6 +157,11 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
+        ("shipped-v4-claude.json", "## Before: the recipe-v4 claude head (S, shipped until stop 49) on the same set",
+         "The claude head shipped before RULE-V28 (recipe v4: ensembles of three, the four training engines, rule v2's "
+         "threshold), the other two heads as above. RULE-V28 (models/training/RULE-V28.md) was decided on this set, the "
+         "voice prompts and the stamps' evaluation half; this row is S's in that rule's table (`evaluate.py --report FILE` "
+         "with `git show 6a94d68:models/claude.json` and `.bin`):"),
         ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
          "0 of the recipe-v4 ensemble shipped after it (the same seed and draws; claude's until stop 49), so the difference is the two heads added. "
@@ -166,6 +182,8 @@ def main():
         if os.path.exists(path):
             b = json.load(open(path))
             lines += [heading, "", text, ""] + results_table(b["summary"], b["thresholds"]) + [""]
+        else:
+            lines += previous(heading)
     variants = [("v1heads-v2rule.json", "the recipe-v1 heads (all three) at rule v2's thresholds, 2 steps in a row: "
                  "the threshold rule alone (`val_rules.py openclaw claude computer --tag old --apply v2 --consecutive 2`)"),
                 ("v2heads-v2rule.json", "the recipe-v2 heads (all three, as `make wake-model` trains them) at rule v2: "
@@ -185,7 +203,9 @@ def main():
                  "shipped: it failed its rule on the leave-one-engine-out folds (models/training/RULE-V7.md), decided "
                  "before this set was run")]
     have = [(f, what) for f, what in variants if os.path.exists(os.path.join(args.out, f))]
-    if have:
+    if not have:
+        lines += previous("## Variants measured on the way (same set, same detector)")
+    else:
         lines += ["## Variants measured on the way (same set, same detector)", "",
                   "Decisions were made on training-engine validation; these rows were measured after each decision, "
                   "to show what each step did.", ""]
@@ -193,7 +213,9 @@ def main():
             b = json.load(open(os.path.join(args.out, f)))
             lines += [f"**{what[0].upper() + what[1:]}.**", ""] + results_table(b["summary"], b["thresholds"]) + [""]
     base_path = os.path.join(args.out, "baseline-tcn.json")
-    if os.path.exists(base_path):
+    if not os.path.exists(base_path):
+        lines += previous("## Earlier: the TCN models of 4b15d8b on the same set")
+    else:
         b = json.load(open(base_path))
         lines += ["## Earlier: the TCN models of 4b15d8b on the same set", "",
                   "The log-mel TCN models shipped before this recipe (espeak-ng only), same audio, same rule (their thresholds, "
@@ -215,8 +237,7 @@ def main():
               "", f"Detector wall time over all {cpu_audio / 3600:.2f} h of audio, three models, `--scores` printing "
               f"included: {cpu_wall:.1f} s ({cpu_wall / cpu_audio * 100:.2f} % of real time).", ""]
     kept = []           # sections of other commands (realspeech.py, enroll_eval.py, stop_speech.py, real_negatives.py) stay as they last wrote them
-    if os.path.exists(args.report):
-        prev = open(args.report).read().split("\n")
+    if prev:
         for i, l in enumerate(prev):
             if l in ("## Real speech", "## Over the node's speech") or l.startswith(("## Enrollment", "## Real negatives")):
                 j = next((k for k in range(i + 1, len(prev)) if prev[k].startswith("## ")), len(prev))
