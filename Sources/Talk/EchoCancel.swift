@@ -30,8 +30,11 @@ public final class EchoReference: Sendable {
     private let clips = Mutex(0)
     private let offset = Mutex<Duration?>(nil)
     /// How long a stopped clip is kept for frames recorded before its stop.
-    package static let stoppedHold: Duration = .seconds(1)
-    public init() {}
+    package let stoppedHold: Duration
+    public init() { stoppedHold = .seconds(1) }
+    /// Tests on a loaded machine hold longer, so that a stall between a stop and the read that
+    /// follows it does not let the clip go early.
+    package init(stoppedHold: Duration) { self.stoppedHold = stoppedHold }
 
     /// A clip starts playing now.
     public func begin(_ pcm: PCMBuffer) {
@@ -93,7 +96,7 @@ public final class EchoReference: Sendable {
         let playing: (start: ContinuousClock.Instant, id: Int)? = state.withLock { s in
             guard let c = s else { return nil }
             if let e = c.ended {
-                if ContinuousClock.now - e.at > Self.stoppedHold { s = nil; return nil }  // let its samples go
+                if ContinuousClock.now - e.at > stoppedHold { s = nil; return nil }  // let its samples go
                 if t - span >= e.at { return nil }
             }
             return (c.start, c.id)
