@@ -175,8 +175,9 @@ struct LoopRig {
         }
     }
 
-    /// Waits (in real time, briefly) until `condition` holds.
-    func eventually(_ what: String, within: Duration = .seconds(3), _ condition: () async -> Bool) async throws {
+    /// Waits (in real time, briefly) until `condition` holds. It returns as soon as it does: the
+    /// 10 s are for a loaded machine, where a test can be stalled for seconds.
+    func eventually(_ what: String, within: Duration = .seconds(10), _ condition: () async -> Bool) async throws {
         let deadline = ContinuousClock.now + within
         while ContinuousClock.now < deadline {
             if await condition() { return }
