@@ -28,11 +28,15 @@ import Testing
         let g = try await gateway { $0.autoApprove = true }
         let commands = NodeCommandRegistry()
         let finished = Locked(false)
+        // The handler's work ends when the test says (or, failing that, after a minute), not four
+        // seconds after it began: on a loaded machine the test could be stalled that long between
+        // the answer and the check, and then it saw a handler that had finished.
+        let release = Gate()
+        let backstop = Task { try? await Task.sleep(for: .seconds(60)); release.open() }
+        defer { backstop.cancel() }
         commands.register("test.stubborn") { _, _ in
-            // Ignores cancellation: four seconds of work that cannot be interrupted.
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().asyncAfter(deadline: .now() + 4) { c.resume() }
-            }
+            // Ignores cancellation: work that cannot be interrupted.
+            await release.wait()
             finished.withLock { $0 = true }
             return ["finished": true]
         }
@@ -44,7 +48,9 @@ import Testing
         // 0.3 s on a quiet machine; the order is what counts: before the handler is done.
         #expect(!finished.withLock { $0 }, "answered after \(took), only once the handler had finished")
         // The handler's own result, when it comes, does not make a second answer.
-        try await Task.sleep(for: .seconds(4))
+        release.open()
+        #expect(await eventually("the handler finished") { finished.withLock { $0 } })
+        try await Task.sleep(for: .milliseconds(500))
         #expect(await g.requests(method: "node.invoke.result").count == 1)
         await node.stop()
         await g.stop()
@@ -80,5 +86,31 @@ import Testing
         #expect(cancelled.ok && cancelled.payload == ["stopped": "cancelled"], "the handler said what it did: \(cancelled)")
         await node.stop()
         await g.stop()
+    }
+}
+
+/// Opened by the test, never by cancellation or the clock: a handler's work that ends when the
+/// test lets it.
+private final class Gate: Sendable {
+    private let state = Locked<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.open { return true }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    func open() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.open = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
     }
 }
