@@ -47,7 +47,8 @@ done
 lanes=(
     'WakeOverReplyTests|StopWordTests/..stop. said over|PTTEndToEndTests/.once captures the spoken words'\
 '|PTTEndToEndTests/.the uplink speaks the encoding'
-    'EchoRoomTests|SpeechOutputTests/.every gateway clip format|SessionSwitchTests/.a session switch silences'
+    'EchoRoomTests|SpeechOutputTests/.every gateway clip format|SessionSwitchTests/.a session switch silences'\
+'|Listen/.a message is spoken through tts.speak and asking again stops it'
     'WebRTCLoopbackTests/mediaFlowsBothWays|CallEndToEndTests|CallDaemonTests|EchoCancelTests|PulseAudioTests/Playback'\
 '|SpeechOutputTests/.a stop silences|SessionSwitchTests/.talking over the reply'
 )
