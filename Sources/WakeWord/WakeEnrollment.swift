@@ -29,7 +29,7 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
 
     /// The rule's defaults, chosen on held-out voices (models/EVALUATION.md, "Enrollment").
     public static let defaultFloor = 0.6
-    public static let defaultSimilarity = 0.88
+    public static let defaultSimilarity = 0.89
 
     public init(phrase: String, frontEndSHA256: String, windowEmbeddings: Int, embeddingSize: Int,
                 floor: Double = defaultFloor, similarity: Double = defaultSimilarity, templates: [[Float]], takes: [String]) {
