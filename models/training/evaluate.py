@@ -138,7 +138,7 @@ def main():
              "## The held-out set: voices training never heard", "",
              "- engine: **flite**, voices `awb` and `rms` only (flite's kal, kal16 and slt share speakers with another held-out engine and are "
              "never used, nor is that engine). Training uses espeak-ng, Piper (joe) and SVOX Pico (and, for claude since "
-             "stop 49, RHVoice and recorded human speech); thresholds come from validation on the first three.",
+             "stop 49 and openclaw since stop 50, RHVoice and recorded human speech); thresholds come from validation on the first three.",
              "- speakers: duration stretch 0.8–1.3, pitch mean ×0.8–1.3 and range jittered per utterance",
              "- text: sentences from Python standard-library docstrings in the 1-in-4 modules training never read; "
              "sentences containing a trigger removed",
@@ -157,6 +157,11 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
+        ("shipped-v4-openclaw.json", "## Before: the recipe-v4 openclaw head (shipped until stop 50) on the same set",
+         "The openclaw head shipped before RULE-V30 (recipe v4: ensembles of three, the four training engines, rule v2's "
+         "threshold), beside today's claude and computer heads. RULE-V30 (models/training/RULE-V30.md) was decided on this "
+         "set and the real evaluation halves; this is the shipped row of that rule's table (`evaluate.py --report FILE` "
+         "with `git show 77b12dc:models/openclaw.json` and `.bin`):"),
         ("shipped-v4-claude.json", "## Before: the recipe-v4 claude head (S, shipped until stop 49) on the same set",
          "The claude head shipped before RULE-V28 (recipe v4: ensembles of three, the four training engines, rule v2's "
          "threshold), the other two heads as above. RULE-V28 (models/training/RULE-V28.md) was decided on this set, the "
