@@ -3,7 +3,7 @@ over the voice prompts of `asterisk-core-sounds-{en,es,fr,it,ru}-wav` (four prof
 five languages, 2.4 h joined, 8 kHz, CC-BY-SA). A prompt whose transcript (the package's
 core-sounds-LANG.txt) holds a trigger word or "stop" is left out (Italian's echo-test prompt says
 "computer"); every other detection is a false wake. Training never used them, but for heads trained
-with `train_head.py --prompt-negatives` (claude since stop 49), which learned from the training half.
+with `train_head.py --prompt-negatives` (claude since stop 49, openclaw since stop 50), which learned from the training half.
 Other languages than English are speech the node will hear in many homes, and the heads must not
 wake on it either; the table keeps English apart.
 
@@ -144,7 +144,7 @@ def main():
                f"The shipped heads over recorded human speech: {n_prompts} voice prompts of "
                "Debian's `asterisk-core-sounds-LANG-wav` packages, four professional speakers in five languages "
                f"({sets_line}; 8 kHz), each set joined with 300 ms gaps, through the release Swift detector. "
-               "Training never heard them, except a head trained with `--prompt-negatives` (claude since stop 49): it "
+               "Training never heard them, except a head trained with `--prompt-negatives` (claude since stop 49, openclaw since stop 50): it "
                "learned from crops of the training half, and `real_negatives.py --half eval` scores the other half alone. "
                + (f"Left out because the package's transcript says a trigger word or \"stop\": {', '.join(left)}. " if left else "")
                + "Every other detection is a false wake (for the stop word: a reply cut short by someone talking while the "

@@ -2,7 +2,7 @@
 spoken stamp descriptions (stamps.py: `tuxpaint-stamps-default`, volunteers reading short
 sentences in about a dozen languages, 44.1 kHz), and the stop word on the descriptions that say
 "stop", the real "stop"s at hand (issue 22, item 6). A head trained with `train_head.py
---stamp-negatives` (claude since stop 49) learned from crops of the training half: --half eval
+--stamp-negatives` (claude since stop 49, openclaw since stop 50) learned from crops of the training half: --half eval
 scores the other half alone (other sentences by the same volunteers).
 
     make wake-eval-stamps      (installs the package, builds, runs this with --report), or:
@@ -100,7 +100,7 @@ def main():
                "of Tux Paint's stamps (Debian's `tuxpaint-stamps-default`: short sentences read by volunteers, one or a few "
                f"per language, {len(rows)} languages, 44.1 kHz, here at 16 kHz), each language joined with {GAP_MS} ms gaps, "
                f"through the release Swift detector: {hours:.2f} h of stream. Training never heard them, except a head "
-               "trained with `--stamp-negatives` (claude since stop 49): it learned from crops of the training half, and "
+               "trained with `--stamp-negatives` (claude since stop 49, openclaw since stop 50): it learned from crops of the training half, and "
                "`stamp_negatives.py --half eval` scores the other half alone. Left out because the text says a trigger or "
                f"\"stop\", inside a word too: {len(left)} descriptions. Every other detection is a false wake. Regenerate with:",
                "", "```", "make wake-eval-stamps", "```", "",
