@@ -88,29 +88,3 @@ import Testing
         await g.stop()
     }
 }
-
-/// Opened by the test, never by cancellation or the clock: a handler's work that ends when the
-/// test lets it.
-private final class Gate: Sendable {
-    private let state = Locked<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.open { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
-        }
-    }
-
-    func open() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            s.open = true
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        waiter?.resume()
-    }
-}

@@ -5,22 +5,6 @@ import Foundation
 import GatewayProtocol
 import Testing
 
-/// A wait that cancellation does not end: only `open()` does (a service that ignores cancellation).
-private final class Gate: Sendable {
-    private let state = Locked<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.open { return true }
-                s.waiter = c
-                return false
-            }
-            if resumeNow { c.resume() }
-        }
-    }
-    func open() { state.withLock { s in s.open = true; let w = s.waiter; s.waiter = nil; return w }?.resume() }
-}
-
 private struct Boom: Error {}
 
 /// Polls until `condition` holds (the cooperative pool may be busy with other tests).
