@@ -43,7 +43,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Test ids look like TalkTests.TalkAudio/SpeechOutputTests/`a stop silences …`(); '.' stands for the backtick.
-# Round 2's lanes, balanced by their lengths on this 2-core machine (75-85 s each).
+# Round 2's lanes, balanced by their lengths on this 2-core machine (75-85 s each when balanced;
+# lane B has since taken Listen's stop test, a few seconds).
 lanes=(
     'WakeOverReplyTests|StopWordTests/..stop. said over|PTTEndToEndTests/.once captures the spoken words'\
 '|PTTEndToEndTests/.the uplink speaks the encoding'

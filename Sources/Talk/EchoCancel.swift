@@ -13,8 +13,9 @@ import GatewayClient
 
 /// The speaker's current clip at 16 kHz mono, with the time it started, for the canceller.
 ///
-/// A stopped clip is kept until the next one starts (or a second has passed): frames reach the
-/// canceller tens of milliseconds after they were recorded, and those recorded before the stop
+/// A stopped clip is kept until the next one starts (or its hold has passed: a second in the
+/// daemon): frames reach the canceller tens of milliseconds after they were recorded, and those
+/// recorded before the stop
 /// still hold its echo. Read back against silence, that echo (as loud as the user, at a barge-in)
 /// went through uncancelled in the middle of the user's words, and the linear filter's history
 /// held zeros where the clip had played for as long as it spans (WakeOverReplyTests).

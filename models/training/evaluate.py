@@ -160,7 +160,7 @@ def main():
         ("shipped-v4-openclaw.json", "## Before: the recipe-v4 openclaw head (shipped until stop 50) on the same set",
          "The openclaw head shipped before RULE-V30 (recipe v4: ensembles of three, the four training engines, rule v2's "
          "threshold), beside today's claude and computer heads. RULE-V30 (models/training/RULE-V30.md) was decided on this "
-         "set and the real evaluation halves; this is the shipped row of that rule's table (`evaluate.py --report FILE` "
+         "set and the real evaluation halves; its openclaw row is the shipped row of that rule's table (`evaluate.py --report FILE` "
          "with `git show 77b12dc:models/openclaw.json` and `.bin`):"),
         ("shipped-v4-claude.json", "## Before: the recipe-v4 claude head (S, shipped until stop 49) on the same set",
          "The claude head shipped before RULE-V28 (recipe v4: ensembles of three, the four training engines, rule v2's "
@@ -169,7 +169,7 @@ def main():
          "with `git show 6a94d68:models/claude.json` and `.bin`):"),
         ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
          "The single heads shipped before recipe v4, at rule v2's thresholds with 2 steps in a row. Each is member "
-         "0 of the recipe-v4 ensemble shipped after it (the same seed and draws; claude's until stop 49), so the difference is the two heads added. "
+         "0 of the recipe-v4 ensemble shipped after it (the same seed and draws; claude's until stop 49, openclaw's until stop 50), so the difference is the two heads added. "
          "Recipe v4 was chosen on leave-one-engine-out validation (models/README.md); these figures were measured "
          "after that decision:"),
         ("shipped-v2.json", "## Earlier: the heads shipped at 55469a3 on the same set",
