@@ -13,10 +13,9 @@ import GatewayClient
 
 /// The speaker's current clip at 16 kHz mono, with the time it started, for the canceller.
 ///
-/// A stopped clip is kept until the next one starts (or its hold has passed: a second in the
-/// daemon): frames reach the canceller tens of milliseconds after they were recorded, and those
-/// recorded before the stop
-/// still hold its echo. Read back against silence, that echo (as loud as the user, at a barge-in)
+/// A stopped clip is kept until the next one starts, or until a frame recorded a second after the
+/// stop is read: frames reach the canceller tens of milliseconds after they were recorded, and
+/// those recorded before the stop still hold its echo. Read back against silence, that echo (as loud as the user, at a barge-in)
 /// went through uncancelled in the middle of the user's words, and the linear filter's history
 /// held zeros where the clip had played for as long as it spans (WakeOverReplyTests).
 public final class EchoReference: Sendable {
@@ -30,12 +29,10 @@ public final class EchoReference: Sendable {
     private let state = Mutex<Clip?>(nil)
     private let clips = Mutex(0)
     private let offset = Mutex<Duration?>(nil)
-    /// How long a stopped clip is kept for frames recorded before its stop.
-    package let stoppedHold: Duration
-    public init() { stoppedHold = .seconds(1) }
-    /// Tests on a loaded machine hold longer, so that a stall between a stop and the read that
-    /// follows it does not let the clip go early.
-    package init(stoppedHold: Duration) { self.stoppedHold = stoppedHold }
+    /// How far past its stop a frame's time goes before the stopped clip is let go. Measured on
+    /// the frames' own times, not the wall clock, so a reader that stalls loses nothing.
+    package static let stoppedHold: Duration = .seconds(1)
+    public init() {}
 
     /// A clip starts playing now.
     public func begin(_ pcm: PCMBuffer) {
@@ -97,7 +94,7 @@ public final class EchoReference: Sendable {
         let playing: (start: ContinuousClock.Instant, id: Int)? = state.withLock { s in
             guard let c = s else { return nil }
             if let e = c.ended {
-                if ContinuousClock.now - e.at > stoppedHold { s = nil; return nil }  // let its samples go
+                if t - e.at > Self.stoppedHold { s = nil; return nil }  // no earlier frame is still coming: let its samples go
                 if t - span >= e.at { return nil }
             }
             return (c.start, c.id)

@@ -163,8 +163,8 @@ extension TalkAudio {
     }
 
     /// The shipped openclaw head (recipe v19 since stop 50) wakes at 0.83 on 2 steps in a row (the
-    /// demo's sentence, espeak-ng's default voice, peaks at 0.92–0.95 from a file; the recipe-v3
-    /// head's 0.88–0.94). With the recipe-v2 head (0.81; 0.96–0.99 from a
+    /// demo's sentence, espeak-ng's default voice, peaks at 0.92–0.95 from a file: `espeak-ng -w`,
+    /// `sox` to 16 kHz, `clawvoice wake detect --scores`; the recipe-v3 head's 0.88–0.94). With the recipe-v2 head (0.81; 0.96–0.99 from a
     /// file) four of six runs of these tests passed whole, and in the two run while a held-out
     /// evaluation and a training loaded the machine one openclaw sentence through the private
     /// PulseAudio was missed. Measured, not
