@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import wave
+from concurrent.futures import ThreadPoolExecutor
 
 import stamps
 from real_negatives import TRIGGERS, common_args, detect, prompt_at, splice
@@ -39,25 +40,28 @@ def write_wav(path, data):
         w.writeframes(data)
 
 
-def joined(files, wav):
-    """The descriptions [(name, path)] one after another in wav (built once, then reused); returns
-    (spans, seconds), spans: (start s, end s, name)."""
+def joined(files, wav, read=stamps.read, decoder=stamps.DECODER):
+    """The clips [(name, where)] one after another in wav, read(where) giving each one's 16 kHz
+    samples (built once, then reused while the names and the decoder are the same; two decoders at
+    a time); returns (spans, seconds), spans: (start s, end s, name)."""
     index = wav + ".json"
     if os.path.exists(wav) and os.path.exists(index):
         with open(index) as f:
             z = json.load(f)
-        if z["names"] == [n for n, _ in files] and z.get("decoder") == stamps.DECODER:
+        if z["names"] == [n for n, _ in files] and z.get("decoder") == decoder:
             return [tuple(s) for s in z["spans"]], z["seconds"]
     gap = b"\x00\x00" * (stamps.RATE * GAP_MS // 1000)
     spans, parts, frames = [], [], 0
-    for name, path in files:
-        data = stamps.read(path)
-        spans.append((frames / stamps.RATE, (frames + len(data) // 2) / stamps.RATE, name))
-        parts += [data, gap]
-        frames += (len(data) + len(gap)) // 2
+    with ThreadPoolExecutor(2) as pool:
+        for i, ((name, _), data) in enumerate(zip(files, pool.map(read, [w for _, w in files]))):
+            spans.append((frames / stamps.RATE, (frames + len(data) // 2) / stamps.RATE, name))
+            parts += [data, gap]
+            frames += (len(data) + len(gap)) // 2
+            if (i + 1) % 500 == 0:
+                print(f"  decoded {i + 1} of {len(files)} clips into {os.path.basename(wav)}", flush=True)
     write_wav(wav, b"".join(parts))
     with open(index, "w") as f:
-        json.dump({"names": [n for n, _ in files], "decoder": stamps.DECODER, "spans": spans, "seconds": frames / stamps.RATE}, f)
+        json.dump({"names": [n for n, _ in files], "decoder": decoder, "spans": spans, "seconds": frames / stamps.RATE}, f)
     return spans, frames / stamps.RATE
 
 

@@ -48,6 +48,9 @@ def parser():
     ap.add_argument("--stamp-negatives", type=int, default=0,
                     help="canvases of Tux Paint's spoken stamp descriptions as negatives, training only (candidate recipe "
                          "v19): the training half of stamps.py's descriptions; stamp_negatives.py --half eval scores the other")
+    ap.add_argument("--game-negatives", type=int, default=0,
+                    help="canvases of a game's English voice acting as negatives, training only (candidate recipe v20): "
+                         "the training half of game_speech.py's lines; game_negatives.py --half eval scores the other")
     ap.add_argument("--kokoro", type=int, default=0, help="extra trigger canvases spoken by Kokoro's mixed speakers, "
                     "with Kokoro's near misses, cut-short triggers and speech as negatives, training only (candidate "
                     "recipe v6: 1500; 0: none)")
@@ -116,6 +119,7 @@ def recipe_name(args, wide_changed):
         (12, args.prompt_negatives > 0, f"--prompt-negatives {args.prompt_negatives}"),
         (13, args.rhvoice > 0, f"--rhvoice {args.rhvoice}"),
         (19, args.stamp_negatives > 0, f"--stamp-negatives {args.stamp_negatives}"),
+        (20, args.game_negatives > 0, f"--game-negatives {args.game_negatives}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
         (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
         (18, args.members > 3, f"--members {args.members}"),

@@ -196,6 +196,15 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         parts.append(cached(ck(f"stamps-{args.stamp_negatives}-{which:08x}"), lambda: human_negatives(
             feat, np.random.default_rng(333), [(name, np.frombuffer(stamps.read(path), "<i2").copy()) for name, path in files],
             noise, int(args.stamp_negatives * sc))))
+    if args.game_negatives > 0:   # candidate recipe v20: a game's English voice acting, its training half only
+        import game_speech
+        lines = game_speech.negatives("train")
+        log(f"game negatives: {len(lines)} lines of the training half (decoded only when not cached)")
+        which = zlib.crc32(" ".join(game_speech.DECODER + [name for name, _ in lines]).encode())
+        parts.append(cached(ck(f"game-{args.game_negatives}-{which:08x}"), lambda: human_negatives(
+            feat, np.random.default_rng(343), [(name, np.frombuffer(data, "<i2").copy())
+                                               for (name, _), data in zip(lines, game_speech.read_many([w for _, w in lines]))],
+            noise, int(args.game_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")

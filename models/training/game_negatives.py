@@ -1,0 +1,79 @@
+"""False wakes on recorded English speech (issue 22, item 3): the shipped heads over the voice acting
+of Flight of the Amazon Queen (game_speech.py: `flight-of-the-amazon-queen`, about 6,700 lines by
+the game's cast, 11 kHz MP3, about 5 h). The stamps and the voice prompts are mostly other
+languages and read speech; this is English said as people say it to each other (acted), and the
+first hours of it here. No head has trained on it; --half eval scores the half a head trained
+with game lines as negatives would not have heard.
+
+    make wake-eval-game-speech      (installs the package, builds, runs this with --report), or:
+    apt-get install flight-of-the-amazon-queen ffmpeg     (about 35 MB; make test does not need it)
+    swift build -c release --product clawvoice
+    python3 models/training/game_negatives.py [--bin .build/release/clawvoice] [--models models]
+        [--half all|eval] [--out DIR] [--sensitivity 0.5] [--report models/EVALUATION.md]
+
+The lines are joined in name order with 300 ms of silence between them into streams of about 600
+lines each (16 kHz WAVs, kept in --out and reused; decoding takes a few minutes the first time),
+and `clawvoice wake detect` runs over each with every default trigger at the node's sensitivity.
+The game's text never says a trigger (checked on every run), so every detection is a false wake.
+It says "stop" 34 times and which line does is not known here, so the stop word is not scored.
+Standard library and ffmpeg.
+"""
+import argparse
+import os
+import sys
+
+import game_speech
+from real_negatives import TRIGGERS, common_args, detect, prompt_at, splice
+from stamp_negatives import joined
+
+HEADING = "## Real negatives: a game's voice acting (English)"
+PER_STREAM = 600
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech")
+    os.makedirs(args.out, exist_ok=True)
+    if game_speech.trigger_in_text():
+        sys.exit("game_negatives: the game's text says a trigger, so its lines are not all negatives; "
+                 "this script assumes they are (see game_speech.TRIGGER_TEXT)")
+    lines = game_speech.negatives(args.half)
+    found = {h: [] for h in TRIGGERS}   # (stream, s into it, line, score)
+    seconds = 0.0
+    for k in range(0, len(lines), PER_STREAM):
+        part = lines[k:k + PER_STREAM]
+        name = f"{args.half}-{k // PER_STREAM + 1:02d}"
+        wav = os.path.join(args.out, name + ".wav")
+        spans, s = joined(part, wav, read=game_speech.read, decoder=game_speech.DECODER)
+        seconds += s
+        print(f"game_negatives: {name}: {len(spans)} lines, {s / 60:.1f} min of stream ({wav})", flush=True)
+        for d in detect(args, wav, TRIGGERS, args.sensitivity):
+            found[d["phrase"]].append((name, d["ms"] / 1000, prompt_at(spans, d["ms"] / 1000), d["score"]))
+    hours = seconds / 3600
+    which = {"all": "every line", "eval": "the evaluation half of the lines"}[args.half]
+    section = [HEADING, "",
+               f"The shipped heads over recorded English speech: {which} ({len(lines)}) of the voice acting of *Flight "
+               "of the Amazon Queen* (Debian's `flight-of-the-amazon-queen`, the talkie ScummVM released as freeware: a cast of "
+               "professional actors, 11 kHz MP3, here at 16 kHz), joined with 300 ms gaps into streams of "
+               f"{PER_STREAM} lines, through the release Swift detector: **{hours:.2f} h**. Conversation, acted, in the language "
+               "the heads are for; no head has trained on it. The game's text never says a trigger, so every detection is "
+               "a false wake; it says \"stop\" 34 times, and which line does is not known here, so the stop word is not "
+               "scored. Regenerate with:", "", "```", "make wake-eval-game-speech", "```", "",
+               "(= `apt-get install flight-of-the-amazon-queen ffmpeg`, `swift build -c release --product clawvoice` and "
+               f"`python3 models/training/game_negatives.py --half {args.half} --report models/EVALUATION.md`; "
+               "the first run decodes the lines, a few minutes.)", "",
+               f"| head | sensitivity | false wakes in {hours:.2f} h | per hour |", "|---|---|---|---|"]
+    for h in TRIGGERS:
+        section.append(f"| {h} | {args.sensitivity} | {len(found[h])} | **{len(found[h]) / hours:.2f}** |")
+    section += ["", "Where (stream, seconds into it, line, score):", ""]
+    for h in TRIGGERS:
+        at = [f"{n} {t:.1f} ({p}, {sc:.2f})" for n, t, p, sc in found[h]]
+        section.append(f"- {h}: {', '.join(at) if at else 'none'}")
+    print("\n".join(section))
+    if args.report:
+        splice(args.report, section, HEADING)
+        print(f"game_negatives: wrote the section into {args.report}")
+
+
+if __name__ == "__main__":
+    main()
