@@ -57,6 +57,7 @@ help:
 	@echo 'make wake-eval-real                  the real-speech yardstick: alexa/jarvis heads trained from text on real people, beside two anchors (models/EVALUATION.md)'
 	@echo 'make wake-eval-real-negatives        false wakes of the shipped heads on recorded human speech (Debian voice prompts, 2.4 h; models/EVALUATION.md)'
 	@echo 'make wake-eval-stamps                the same on Tux Paint'"'"'s spoken stamp descriptions (13 languages, 3.5 h), and the stop word on real "stop"s'
+	@echo 'make wake-eval-game-speech           the same on English conversation: a game'"'"'s voice acting (Flight of the Amazon Queen, 2.6 h held out)'
 	@echo 'make wake-eval-enroll                enrollment measured with stand-in users (held-out flite voices), before and after (models/EVALUATION.md)'
 	@echo 'make voice-model                     retrain the endpointer voice detector, models/voice.json (about 25 min)'
 
