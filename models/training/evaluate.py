@@ -157,6 +157,12 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
+        ("shipped-v19-claude.json", "## Before: the recipe-v19 claude head (shipped until stop 51) on the same set",
+         "The claude head shipped before RULE-V34 (RULE-V28's seed 1: recipe v19, RHVoice's speakers, five members, the "
+         "voice prompts' and the stamps' training halves as negatives, rule v2's threshold), beside today's openclaw and "
+         "computer heads. RULE-V34 (models/training/RULE-V34.md) was decided on this set and the real evaluation halves; its "
+         "claude row is the shipped row of RULE-V32's table (`evaluate.py --report FILE` with `git show 85f9856:models/claude.json` "
+         "and `.bin`):"),
         ("shipped-v4-openclaw.json", "## Before: the recipe-v4 openclaw head (shipped until stop 50) on the same set",
          "The openclaw head shipped before RULE-V30 (recipe v4: ensembles of three, the four training engines, rule v2's "
          "threshold), beside today's claude and computer heads. RULE-V30 (models/training/RULE-V30.md) was decided on this "
