@@ -165,7 +165,7 @@ def main():
          "and `.bin`):"),
         ("shipped-v4-openclaw.json", "## Before: the recipe-v4 openclaw head (shipped until stop 50) on the same set",
          "The openclaw head shipped before RULE-V30 (recipe v4: ensembles of three, the four training engines, rule v2's "
-         "threshold), beside today's claude and computer heads. RULE-V30 (models/training/RULE-V30.md) was decided on this "
+         "threshold), beside the claude and computer heads shipped in stop 50. RULE-V30 (models/training/RULE-V30.md) was decided on this "
          "set and the real evaluation halves; its openclaw row is the shipped row of that rule's table (`evaluate.py --report FILE` "
          "with `git show 77b12dc:models/openclaw.json` and `.bin`):"),
         ("shipped-v4-claude.json", "## Before: the recipe-v4 claude head (S, shipped until stop 49) on the same set",

@@ -2,14 +2,15 @@
 of Flight of the Amazon Queen (game_speech.py: `flight-of-the-amazon-queen`, about 6,700 lines by
 the game's cast, 11 kHz MP3, about 5 h). The stamps and the voice prompts are mostly other
 languages and read speech; this is English said as people say it to each other (acted), and the
-first hours of it here. No head has trained on it; --half eval scores the half a head trained
-with game lines as negatives would not have heard.
+first hours of it here. The claude head shipped since stop 51 learned from crops of the training
+half (`train_head.py --game-negatives`, candidate recipe v20), so --half eval, the other half, is
+what the report holds; --half all scores every line.
 
     make wake-eval-game-speech      (installs the package, builds, runs this with --report), or:
     apt-get install flight-of-the-amazon-queen ffmpeg     (about 35 MB; make test does not need it)
     swift build -c release --product clawvoice
     python3 models/training/game_negatives.py [--bin .build/release/clawvoice] [--models models]
-        [--half all|eval] [--out DIR] [--sensitivity 0.5] [--report models/EVALUATION.md]
+        [--half eval|all] [--out DIR] [--sensitivity 0.5] [--report models/EVALUATION.md (with --half eval)]
 
 The lines are joined in name order with 300 ms of silence between them into streams of about 600
 lines each (16 kHz WAVs, kept in --out and reused; decoding takes a few minutes the first time),
@@ -32,7 +33,7 @@ PER_STREAM = 600
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech")
+    args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech", report_half="eval")
     os.makedirs(args.out, exist_ok=True)
     if game_speech.trigger_in_text():
         sys.exit("game_negatives: the game's text says a trigger, so its lines are not all negatives; "
@@ -56,7 +57,9 @@ def main():
                "of the Amazon Queen* (Debian's `flight-of-the-amazon-queen`, the talkie ScummVM released as freeware: a cast of "
                "professional actors, 11 kHz MP3, here at 16 kHz), joined with 300 ms gaps into streams of "
                f"{PER_STREAM} lines, through the release Swift detector: **{hours:.2f} h**. Conversation, acted, in the language "
-               "the heads are for; no head has trained on it. The game's text never says a trigger, so every detection is "
+               "the heads are for. The lines fall by name into a training half and an evaluation half; the claude head "
+               "shipped since stop 51 learned from crops of the training half (`train_head.py --game-negatives`), and "
+               "no head from the other (`--half all` scores both: `game_negatives.py --half all`). The game's text never says a trigger, so every detection is "
                "a false wake; it says \"stop\" 34 times, and which line does is not known here, so the stop word is not "
                "scored. Regenerate with:", "", "```", "make wake-eval-game-speech", "```", "",
                "(= `apt-get install flight-of-the-amazon-queen ffmpeg`, `swift build -c release --product clawvoice` and "

@@ -91,8 +91,9 @@ def splice(path, section, heading=HEADING):
         f.write("\n".join(lines) + "\n")
 
 
-def common_args(ap, who, out):
-    """The options real_negatives.py and stamp_negatives.py share, parsed and checked."""
+def common_args(ap, who, out, report_half="all"):
+    """The options real_negatives.py, stamp_negatives.py and game_negatives.py share, parsed and
+    checked; report_half: the half a --report section is made of."""
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
     ap.add_argument("--half", default="all", choices=["all", "eval"], help="eval: only the half training never draws from")
@@ -103,8 +104,8 @@ def common_args(ap, who, out):
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"{who}: {args.bin} not found; build it with: swift build -c release --product clawvoice")
-    if args.report and args.half != "all":
-        sys.exit(f"{who}: --report writes the whole section; run --half eval without it")
+    if args.report and args.half != report_half:
+        sys.exit(f"{who}: --report writes the section of --half {report_half}; run --half {args.half} without --report")
     return args
 
 
