@@ -24,7 +24,7 @@ import os
 import sys
 
 import game_speech
-from real_negatives import TRIGGERS, common_args, detect, prompt_at, splice
+from real_negatives import TRIGGERS, common_args, detect, prompt_at, publish, where
 from stamp_negatives import joined
 
 HEADING = "## Real negatives: a game's voice acting (English)"
@@ -68,14 +68,8 @@ def main():
                f"| head | sensitivity | false wakes in {hours:.2f} h | per hour |", "|---|---|---|---|"]
     for h in TRIGGERS:
         section.append(f"| {h} | {args.sensitivity} | {len(found[h])} | **{len(found[h]) / hours:.2f}** |")
-    section += ["", "Where (stream, seconds into it, line, score):", ""]
-    for h in TRIGGERS:
-        at = [f"{n} {t:.1f} ({p}, {sc:.2f})" for n, t, p, sc in found[h]]
-        section.append(f"- {h}: {', '.join(at) if at else 'none'}")
-    print("\n".join(section))
-    if args.report:
-        splice(args.report, section, HEADING)
-        print(f"game_negatives: wrote the section into {args.report}")
+    section += where(found, TRIGGERS, "stream, seconds into it, line")
+    publish(args, section, "game_negatives", HEADING)
 
 
 if __name__ == "__main__":

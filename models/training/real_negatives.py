@@ -91,6 +91,23 @@ def splice(path, section, heading=HEADING):
         f.write("\n".join(lines) + "\n")
 
 
+def where(found, heads, what):
+    """The "Where" list of a real-negatives section: per head, its detections (place, s, clip, score)."""
+    out = ["", f"Where ({what}, score):", ""]
+    for h in heads:
+        at = [f"{k} {t:.1f} ({p}, {sc:.2f})" for k, t, p, sc in found[h]]
+        out.append(f"- {h}: {', '.join(at) if at else 'none'}")
+    return out
+
+
+def publish(args, section, who, heading=HEADING):
+    """Prints the section, and splices it into --report when given."""
+    print("\n".join(section))
+    if args.report:
+        splice(args.report, section, heading)
+        print(f"{who}: wrote the section into {args.report}")
+
+
 def common_args(ap, who, out, report_half="all"):
     """The options real_negatives.py, stamp_negatives.py and game_negatives.py share, parsed and
     checked; report_half: the half a --report section is made of."""
@@ -163,14 +180,8 @@ def main():
         en = per_set["en"][3][h] if "en" in per_set else 0
         section.append(f"| {h} | {sens} | " + " | ".join(str(v[3][h]) for v in per_set.values())
                        + f" | {n} | **{n / hours:.2f}** | " + (f"{en / en_hours:.2f}" if en_hours else "-") + " |")
-    section += ["", "Where (set, seconds into its stream, prompt, score):", ""]
-    for h in heads:
-        at = [f"{k} {t:.1f} ({p}, {sc:.2f})" for k, t, p, sc in found[h]]
-        section.append(f"- {h}: {', '.join(at) if at else 'none'}")
-    print("\n".join(section))
-    if args.report:
-        splice(args.report, section)
-        print(f"real_negatives: wrote the section into {args.report}")
+    section += where(found, heads, "set, seconds into its stream, prompt")
+    publish(args, section, "real_negatives")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import wave
 from concurrent.futures import ThreadPoolExecutor
 
 import stamps
-from real_negatives import TRIGGERS, common_args, detect, prompt_at, splice
+from real_negatives import TRIGGERS, common_args, detect, prompt_at, publish, where
 
 HEADING = "## Real negatives: spoken stamp descriptions"
 GAP_MS = 300
@@ -117,10 +117,7 @@ def main():
         section.append(f"| {h} | {sens} | " + " | ".join(str(r[2][h]) for r in rows.values())
                        + f" | {len(found[h])} | **{len(found[h]) / hours:.2f}** |")
     section.append("| minutes | | " + " | ".join(f"{r[1] / 60:.1f}" for r in rows.values()) + f" | {hours * 60:.1f} | |")
-    section += ["", "Where (language, seconds into its stream, description, score):", ""]
-    for h in heads:
-        at = [f"{k} {t:.1f} ({p}, {sc:.2f})" for k, t, p, sc in found[h]]
-        section.append(f"- {h}: {', '.join(at) if at else 'none'}")
+    section += where(found, heads, "language, seconds into its stream, description")
     heard = sum(1 for s in stops if s[3])
     section += ["", f"**Real \"stop\"s.** The descriptions that say \"stop\" as a word of its own (eight stop signs, a Danish "
                 "stoplight), each said by that language's volunteer: the stop "
@@ -128,10 +125,7 @@ def main():
                 f"speech): **{heard} of {len(stops)} heard**. Too few to be a rate; the first real recordings of the word here.", "",
                 "| description | text | best stop score | heard |", "|---|---|---|---|"]
     section += [f"| {n} | {t} | {b:.2f} | {'yes' if d else 'no'} |" for n, t, b, d in stops]
-    print("\n".join(section))
-    if args.report:
-        splice(args.report, section, HEADING)
-        print(f"stamp_negatives: wrote the section into {args.report}")
+    publish(args, section, "stamp_negatives", HEADING)
 
 
 if __name__ == "__main__":
