@@ -159,8 +159,8 @@ def main():
     earlier = [
         ("shipped-v19-claude.json", "## Before: the recipe-v19 claude head (shipped until stop 51) on the same set",
          "The claude head shipped before RULE-V34 (RULE-V28's seed 1: recipe v19, RHVoice's speakers, five members, the "
-         "voice prompts' and the stamps' training halves as negatives, rule v2's threshold), beside today's openclaw and "
-         "computer heads. RULE-V34 (models/training/RULE-V34.md) was decided on this set and the real evaluation halves; its "
+         "voice prompts' and the stamps' training halves as negatives, rule v2's threshold), beside the openclaw and "
+         "computer heads of stop 51. RULE-V34 (models/training/RULE-V34.md) was decided on this set and the real evaluation halves; its "
          "claude row is the shipped row of RULE-V32's table (`evaluate.py --report FILE` with `git show 85f9856:models/claude.json` "
          "and `.bin`):"),
         ("shipped-v4-openclaw.json", "## Before: the recipe-v4 openclaw head (shipped until stop 50) on the same set",
@@ -170,7 +170,7 @@ def main():
          "with `git show 77b12dc:models/openclaw.json` and `.bin`):"),
         ("shipped-v4-claude.json", "## Before: the recipe-v4 claude head (S, shipped until stop 49) on the same set",
          "The claude head shipped before RULE-V28 (recipe v4: ensembles of three, the four training engines, rule v2's "
-         "threshold), the other two heads as above. RULE-V28 (models/training/RULE-V28.md) was decided on this set, the "
+         "threshold), beside the openclaw and computer heads shipped then (both recipe v4). RULE-V28 (models/training/RULE-V28.md) was decided on this set, the "
          "voice prompts and the stamps' evaluation half; this row is S's in that rule's table (`evaluate.py --report FILE` "
          "with `git show 6a94d68:models/claude.json` and `.bin`):"),
         ("shipped-v3.json", "## Before: the recipe-v3 heads (a760060) on the same set",
@@ -244,7 +244,8 @@ def main():
     lines += ["", "## CPU", "",
               f"`clawvoice wake detect` over the {summary['negHours']:.2f} h of speech, all three models, whole process "
               f"(WAV read included): {cpu_s:.1f} s of CPU, **{cpu_fraction * 100:.2f} % of one core**. "
-              "`clawvoice-bench` gives the same figure beside pyopen-wakeword's on the same audio.",
+              "`clawvoice-bench --wake-only` measures the front end and heads alone (thread CPU time, no WAV read) "
+              "beside pyopen-wakeword's on the same audio: docs/measurements.md.",
               "", f"Detector wall time over all {cpu_audio / 3600:.2f} h of audio, three models, `--scores` printing "
               f"included: {cpu_wall:.1f} s ({cpu_wall / cpu_audio * 100:.2f} % of real time).", ""]
     kept = []           # sections of other commands (realspeech.py, enroll_eval.py, stop_speech.py, real_negatives.py) stay as they last wrote them

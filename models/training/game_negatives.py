@@ -10,13 +10,15 @@ what the report holds; --half all scores every line.
     apt-get install flight-of-the-amazon-queen ffmpeg     (about 35 MB; make test does not need it)
     swift build -c release --product clawvoice
     python3 models/training/game_negatives.py [--bin .build/release/clawvoice] [--models models]
-        [--half eval|all] [--out DIR] [--sensitivity 0.5] [--report models/EVALUATION.md (with --half eval)]
+        [--half eval|all] [--out DIR] [--sensitivity 0.5] [--report models/EVALUATION.md]
+    (--half eval, the default, is the half no head trained on and the one --report writes.)
 
-The lines are joined in name order with 300 ms of silence between them into streams of about 600
+The lines are joined in name order with 300 ms of silence between them into streams of up to 600
 lines each (16 kHz WAVs, kept in --out and reused; decoding takes a few minutes the first time),
 and `clawvoice wake detect` runs over each with every default trigger at the node's sensitivity.
 The game's text never says a trigger (checked on every run), so every detection is a false wake.
-It says "stop" 34 times and which line does is not known here, so the stop word is not scored.
+34 of its text lines say "stop" (three of them "stopped"), and which spoken line does is not known
+here, so the stop word is not scored.
 Standard library and ffmpeg.
 """
 import argparse
@@ -33,7 +35,7 @@ PER_STREAM = 600
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech", report_half="eval")
+    args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech", report_half="eval", stop=False)
     os.makedirs(args.out, exist_ok=True)
     if game_speech.trigger_in_text():
         sys.exit("game_negatives: the game's text says a trigger, so its lines are not all negatives; "
@@ -55,13 +57,14 @@ def main():
     section = [HEADING, "",
                f"The shipped heads over recorded English speech: {which} ({len(lines)}) of the voice acting of *Flight "
                "of the Amazon Queen* (Debian's `flight-of-the-amazon-queen`, the talkie ScummVM released as freeware: a cast of "
-               "professional actors, 11 kHz MP3, here at 16 kHz), joined with 300 ms gaps into streams of "
+               "professional actors, 11 kHz MP3, here at 16 kHz), joined with 300 ms gaps into streams of up to "
                f"{PER_STREAM} lines, through the release Swift detector: **{hours:.2f} h**. Conversation, acted, in the language "
-               "the heads are for. The lines fall by name into a training half and an evaluation half; the claude head "
-               "shipped since stop 51 learned from crops of the training half (`train_head.py --game-negatives`), and "
-               "no head from the other (`--half all` scores both: `game_negatives.py --half all`). The game's text never says a trigger, so every detection is "
-               "a false wake; it says \"stop\" 34 times, and which line does is not known here, so the stop word is not "
-               "scored. Regenerate with:", "", "```", "make wake-eval-game-speech", "```", "",
+               "the heads are for. The lines fall by name into a training half and an evaluation half (lines, not actors or "
+               "scenes: the evaluation half is other lines by the same cast); the claude head shipped since stop 51 learned "
+               "from crops of the training half (`train_head.py --game-negatives`), and no head from the other "
+               "(`game_negatives.py --half all` scores both). The game's text never says a trigger, so every detection is "
+               "a false wake; 34 of its text lines say \"stop\", and which spoken line does is not known here, so the "
+               "stop word is not scored. Regenerate with:", "", "```", "make wake-eval-game-speech", "```", "",
                "(= `apt-get install flight-of-the-amazon-queen ffmpeg`, `swift build -c release --product clawvoice` and "
                f"`python3 models/training/game_negatives.py --half {args.half} --report models/EVALUATION.md`; "
                "the first run decodes the lines, a few minutes.)", "",

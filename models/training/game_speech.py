@@ -4,11 +4,12 @@
 false-wake figures for the heads (game_negatives.py), in English, the language the heads are for.
 
 The resource file (`queen.1c`) opens with a table: "QTBL", a 6-byte version ("CEM10": CD, English),
-a compression byte (1: MP3), a big-endian entry count, then per entry a 12-byte name, a bundle byte,
+two flag bytes, a compression byte (1: MP3), a big-endian entry count, then per entry a 12-byte name, a bundle byte,
 a big-endian offset and size. Each `.SB` entry is one spoken line as an MP3 stream. The game's text
 (its `.CUT`, `.DOG` and `.JAS` entries) never says a trigger ("computer", "claude", "openclaw"), so
-every line is a negative for the wake heads; it says "stop" 34 times ("we've gotta stop Floda"),
-and which line says it is not known here, so the stop word is not scored on it. Each line falls
+every line is a negative for the wake heads; 34 of its text lines say "stop" ("we've gotta stop
+Floda"; three say "stopped"), and which spoken line does is not known here, so the stop word is not
+scored on it. Each line falls
 once, by a hash of its name, into a training half and an evaluation half, as stamps.py splits.
 Standard library and ffmpeg (to decode MP3 to 16 kHz).
 """
@@ -79,14 +80,17 @@ def negatives(which="all"):
 
 
 def read(where):
-    """A line's samples, where = (offset, size), as 16 kHz mono 16-bit little-endian bytes, or b""
-    when ffmpeg cannot decode it (a line too short to hold a frame)."""
+    """A line's samples, where = (offset, size), as 16 kHz mono 16-bit little-endian bytes; exits with
+    ffmpeg's message when it cannot decode one (every line decodes with Debian's ffmpeg)."""
     try:
         run = subprocess.run(DECODER + ["-ar", str(RATE), "-ac", "1", "-f", "s16le", "pipe:1"],
                              input=_blob(GAME, *where), capture_output=True)
     except FileNotFoundError:
         sys.exit("game_speech: ffmpeg not found; install it with: apt-get install ffmpeg")
-    return run.stdout if run.returncode == 0 else b""
+    if run.returncode != 0 or not run.stdout:
+        sys.exit(f"game_speech: ffmpeg could not decode the line at {where[0]} in {GAME}: "
+                 f"{run.stderr.decode(errors='replace').strip() or 'no samples'} (its MP3 decoder is in libavcodec: apt-get install ffmpeg)")
+    return run.stdout
 
 
 def read_many(wheres):

@@ -108,21 +108,23 @@ def publish(args, section, who, heading=HEADING):
         print(f"{who}: wrote the section into {args.report}")
 
 
-def common_args(ap, who, out, report_half="all"):
+def common_args(ap, who, out, report_half="all", stop=True):
     """The options real_negatives.py, stamp_negatives.py and game_negatives.py share, parsed and
-    checked; report_half: the half a --report section is made of."""
+    checked; report_half: the half a --report section is made of (and --half's default); stop:
+    whether the script scores the stop word."""
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "clawvoice"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
-    ap.add_argument("--half", default="all", choices=["all", "eval"], help="eval: only the half training never draws from")
+    ap.add_argument("--half", default=report_half, choices=["all", "eval"], help="eval: only the half training never draws from")
     ap.add_argument("--out", default=out, help="directory for the joined streams")
     ap.add_argument("--sensitivity", type=float, default=0.5, help="the wake heads' (the node's default: 0.5)")
-    ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
+    if stop:
+        ap.add_argument("--stop-sensitivity", type=float, default=0.7, help="the stop word's (talk.stopWordSensitivity: 0.7)")
     ap.add_argument("--report", help="also write the section into this report (models/EVALUATION.md)")
     args = ap.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"{who}: {args.bin} not found; build it with: swift build -c release --product clawvoice")
     if args.report and args.half != report_half:
-        sys.exit(f"{who}: --report writes the section of --half {report_half}; run --half {args.half} without --report")
+        sys.exit(f"{who}: --report writes the --half {report_half} section; add --half {report_half} or drop --report")
     return args
 
 
