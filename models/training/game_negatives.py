@@ -33,6 +33,17 @@ HEADING = "## Real negatives: a game's voice acting (English)"
 PER_STREAM = 600
 
 
+def streams(lines, out, prefix, read, decoder, who):
+    """The lines [(name, where)] joined into WAVs of up to PER_STREAM lines each (built once in out,
+    then reused), one at a time: (stream name, wav, spans, seconds)."""
+    for k in range(0, len(lines), PER_STREAM):
+        name = f"{prefix}-{k // PER_STREAM + 1:02d}"
+        wav = os.path.join(out, name + ".wav")
+        spans, seconds = joined(lines[k:k + PER_STREAM], wav, read=read, decoder=decoder)
+        print(f"{who}: {name}: {len(spans)} lines, {seconds / 60:.1f} min of stream ({wav})", flush=True)
+        yield name, wav, spans, seconds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args = common_args(ap, "game_negatives", "/tmp/clawvoice-game-speech", report_half="eval", stop=False)
@@ -43,13 +54,8 @@ def main():
     lines = game_speech.negatives(args.half)
     found = {h: [] for h in TRIGGERS}   # (stream, s into it, line, score)
     seconds = 0.0
-    for k in range(0, len(lines), PER_STREAM):
-        part = lines[k:k + PER_STREAM]
-        name = f"{args.half}-{k // PER_STREAM + 1:02d}"
-        wav = os.path.join(args.out, name + ".wav")
-        spans, s = joined(part, wav, read=game_speech.read, decoder=game_speech.DECODER)
+    for name, wav, spans, s in streams(lines, args.out, args.half, game_speech.read, game_speech.DECODER, "game_negatives"):
         seconds += s
-        print(f"game_negatives: {name}: {len(spans)} lines, {s / 60:.1f} min of stream ({wav})", flush=True)
         for d in detect(args, wav, TRIGGERS, args.sensitivity):
             found[d["phrase"]].append((name, d["ms"] / 1000, prompt_at(spans, d["ms"] / 1000), d["score"]))
     hours = seconds / 3600

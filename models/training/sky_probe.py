@@ -20,9 +20,7 @@ import tempfile
 
 import sky_speech
 from real_negatives import ROOT, detect, prompt_at
-from stamp_negatives import joined
-
-PER_STREAM = 600
+from game_negatives import streams
 
 
 def head_from_git(rev, into):
@@ -55,12 +53,8 @@ def main():
             ("claude", old, f"claude at {args.claude_from}")]
     found = {label: [] for _, _, label in runs}
     seconds = 0.0
-    for k in range(0, len(lines), PER_STREAM):
-        name = f"sky-{k // PER_STREAM + 1:02d}"
-        wav = os.path.join(args.out, name + ".wav")
-        spans, s = joined(lines[k:k + PER_STREAM], wav, read=sky_speech.read, decoder=["sky_speech", "sox -D"])
+    for name, wav, spans, s in streams(lines, args.out, "sky", sky_speech.read, ["sky_speech", "sox -D"], "sky_probe"):
         seconds += s
-        print(f"sky_probe: {name}: {len(spans)} lines, {s / 60:.1f} min", flush=True)
         for phrase, models, label in runs:
             a = argparse.Namespace(bin=args.bin, models=models)
             for d in detect(a, wav, [phrase], args.sensitivity):

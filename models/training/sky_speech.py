@@ -15,6 +15,7 @@ Standard library only.
 """
 import os
 import struct
+import subprocess
 import sys
 
 GAME = "/usr/share/scummvm/beneath-a-steel-sky"
@@ -24,21 +25,22 @@ SPEECH = range(50000, 56000)
 HEADER = 22
 
 
-def _crc16(data):
-    """RNC's checksum: CRC-16, polynomial 0xA001 (reflected), initial 0."""
-    table = _crc16.table
-    c = 0
-    for b in data:
-        c = (c >> 8) ^ table[(c ^ b) & 0xFF]
+def _crc_entry(byte):
+    c = byte
+    for _ in range(8):
+        c = (c >> 1) ^ 0xA001 if c & 1 else c >> 1
     return c
 
 
-_crc16.table = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0xA001 if _c & 1 else _c >> 1
-    _crc16.table.append(_c)
+_CRC_TABLE = [_crc_entry(b) for b in range(256)]
+
+
+def _crc16(data):
+    """RNC's checksum: CRC-16, polynomial 0xA001 (reflected), initial 0."""
+    c = 0
+    for b in data:
+        c = (c >> 8) ^ _CRC_TABLE[(c ^ b) & 0xFF]
+    return c
 
 
 class _Bits:
@@ -145,7 +147,6 @@ def lines():
 def read(where):
     """A line's samples, where = (offset, size), as 16 kHz mono 16-bit little-endian bytes (sox
     resamples the unsigned 8-bit 11,025 Hz PCM, no dither); exits when one does not unpack."""
-    import subprocess
     with open(os.path.join(GAME, "sky.dsk"), "rb") as f:
         f.seek(where[0])
         data = f.read(where[1])

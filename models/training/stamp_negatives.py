@@ -52,13 +52,16 @@ def joined(files, wav, read=stamps.read, decoder=stamps.DECODER):
             return [tuple(s) for s in z["spans"]], z["seconds"]
     gap = b"\x00\x00" * (stamps.RATE * GAP_MS // 1000)
     spans, parts, frames = [], [], 0
-    with ThreadPoolExecutor(2) as pool:
+    pool = ThreadPoolExecutor(2)
+    try:
         for i, ((name, _), data) in enumerate(zip(files, pool.map(read, [w for _, w in files]))):
             spans.append((frames / stamps.RATE, (frames + len(data) // 2) / stamps.RATE, name))
             parts += [data, gap]
             frames += (len(data) + len(gap)) // 2
             if (i + 1) % 500 == 0:
                 print(f"  decoded {i + 1} of {len(files)} clips into {os.path.basename(wav)}", flush=True)
+    finally:   # a reader that exits stops the clips not begun, instead of waiting for them all
+        pool.shutdown(cancel_futures=True)
     write_wav(wav, b"".join(parts))
     with open(index, "w") as f:
         json.dump({"names": [n for n, _ in files], "decoder": decoder, "spans": spans, "seconds": frames / stamps.RATE}, f)
