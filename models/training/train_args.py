@@ -95,8 +95,9 @@ def parser():
     ap.add_argument("--mine-weight", type=int, default=2, help="each mined window is trained on this many times")
     ap.add_argument("--mine-inset-weight", type=int, default=2, help="training negatives scoring over --mine-threshold "
                     "are trained on this many times (1: once, as before)")
-    ap.add_argument("--mine-source", default="pool", choices=["pool", "fresh"], help="mine the training pool's sentences "
-                    "or fresh ones no canvas holds")
+    ap.add_argument("--mine-source", default="pool", choices=["pool", "fresh", "human"], help="mine the training pool's sentences, "
+                    "fresh ones no canvas holds, or recorded human speech: the training halves of the voice prompts, stamp "
+                    "descriptions and game lines (candidate recipe v21; real_halves.py)")
     ap.add_argument("--mine-rounds", type=int, default=1, help="train, mine, retrain from scratch: this many times")
     ap.add_argument("--members", type=int, default=3, help="heads in the ensemble (logits averaged; recipe v4: 3, v3: 1)")
     ap.add_argument("--member", type=int, default=0, help="ensemble member: another initialisation, dropout and batch "
@@ -120,6 +121,8 @@ def recipe_name(args, wide_changed):
         (13, args.rhvoice > 0, f"--rhvoice {args.rhvoice}"),
         (19, args.stamp_negatives > 0, f"--stamp-negatives {args.stamp_negatives}"),
         (20, args.game_negatives > 0, f"--game-negatives {args.game_negatives}"),
+        (21, args.mine_hours > 0 and args.mine_source == "human",
+         f"--mine-hours {args.mine_hours:g} --mine-source human --mine-threshold {args.mine_threshold:g} --mine-weight {args.mine_weight}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
         (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
         (18, args.members > 3, f"--members {args.members}"),

@@ -13,8 +13,8 @@ import numpy as np
 import frontend
 import holdout
 import human
-import prompts
 import real
+import real_halves
 import render
 import voices
 from cache_file import cached
@@ -177,34 +177,20 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         parts.append(cached(ck(f"real-{'-'.join(words)}-{args.real_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(313), recs, noise, int(args.real_negatives * sc))))
     if args.prompt_negatives > 0:  # candidate recipe v12: recorded voice prompts, their training half only
-        from scipy.signal import resample_poly
-        recs = []
-        for lang in prompts.SETS:  # not `key`: ck() reads that name for every cache file after this
-            for name, path in prompts.prompts(lang, "train")[0]:
-                data = prompts.read(path)
-                if data is not None:      # 8 kHz -> the front end's 16 kHz
-                    recs.append((f"{lang}/{name}", np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
-                                                           -32768, 32767).astype(np.int16)))
+        recs = real_halves.prompt_recordings()[0]
         log(f"prompt negatives: {len(recs)} prompts of the training half, {sum(len(a) for _, a in recs) / 16000 / 3600:.2f} h")
         parts.append(cached(ck(f"prompts-{args.prompt_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(323), recs, noise, int(args.prompt_negatives * sc))))
     if args.stamp_negatives > 0:  # candidate recipe v19: Tux Paint's spoken stamp descriptions, their training half only
-        import stamps
-        files = [f for fs in stamps.negatives("train")[0].values() for f in fs]
+        files, which = real_halves.stamp_names()
         log(f"stamp negatives: {len(files)} descriptions of the training half (decoded only when not cached)")
-        which = zlib.crc32(" ".join(stamps.DECODER + [name for name, _ in files]).encode())   # a new decoder or list: new canvases
         parts.append(cached(ck(f"stamps-{args.stamp_negatives}-{which:08x}"), lambda: human_negatives(
-            feat, np.random.default_rng(333), [(name, np.frombuffer(stamps.read(path), "<i2").copy()) for name, path in files],
-            noise, int(args.stamp_negatives * sc))))
+            feat, np.random.default_rng(333), real_halves.stamp_recordings(files), noise, int(args.stamp_negatives * sc))))
     if args.game_negatives > 0:   # candidate recipe v20: a game's English voice acting, its training half only
-        import game_speech
-        lines = game_speech.negatives("train")
+        lines, which = real_halves.game_names()
         log(f"game negatives: {len(lines)} lines of the training half (decoded only when not cached)")
-        which = zlib.crc32(" ".join(game_speech.DECODER + [name for name, _ in lines]).encode())
         parts.append(cached(ck(f"game-{args.game_negatives}-{which:08x}"), lambda: human_negatives(
-            feat, np.random.default_rng(343), [(name, np.frombuffer(data, "<i2").copy())
-                                               for (name, _), data in zip(lines, game_speech.read_many([w for _, w in lines]))],
-            noise, int(args.game_negatives * sc))))
+            feat, np.random.default_rng(343), real_halves.game_recordings(lines), noise, int(args.game_negatives * sc))))
     if args.kokoro > 0:      # candidate recipe v6: Kokoro's speakers, training only (never validation)
         if kproc.wait() != 0:
             raise SystemExit(f"kokoro: rendering failed (exit {kproc.returncode}); see the lines above")
@@ -238,17 +224,42 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
                                                        for i, e in enumerate(eng_names)))
     mE = None                                       # no mining stream without --mine-hours
     if args.mine_hours > 0:   # trigger-independent, shared by all trainings
-        if args.mine_source == "fresh":       # sentences no canvas holds (rendered once, cached)
-            mpool = [c for eng in engines for c in render_mining_pool(eng, trigger=trigger)]
-            mname = f"minestream-fresh{args.mine_hours:g}h{tag}{nt}"
-        else:                                 # the training pool's own sentences (what recipe v4's first try used)
-            mpool, mname = pool, f"minestream{args.mine_hours:g}h{tag}{nt}"
-        mE = cached(ck(mname), lambda: mining_stream(
-            Featurizer(fe, np.random.default_rng(405)), np.random.default_rng(404), mpool, noise, args.mine_hours * 3600 * sc * ns))[0]
-        log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of {args.mine_source} training-engine sentences (hard-negative source)")
+        if args.mine_source == "human":       # candidate recipe v21: the recorded speech sets' training halves
+            mE = human_mining_stream(args, fe, noise, ck)
+        else:
+            if args.mine_source == "fresh":   # sentences no canvas holds (rendered once, cached)
+                mpool = [c for eng in engines for c in render_mining_pool(eng, trigger=trigger)]
+                mname = f"minestream-fresh{args.mine_hours:g}h{tag}{nt}"
+            else:                             # the training pool's own sentences (what recipe v4's first try used)
+                mpool, mname = pool, f"minestream{args.mine_hours:g}h{tag}{nt}"
+            mE = cached(ck(mname), lambda: mining_stream(
+                Featurizer(fe, np.random.default_rng(405)), np.random.default_rng(404), mpool, noise,
+                args.mine_hours * 3600 * sc * ns))[0]
+        log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of "
+            + ("recorded human speech" if args.mine_source == "human" else f"{args.mine_source} training-engine sentences")
+            + " (hard-negative source)")
     return SimpleNamespace(E=E, Y=Y, K=K, engine_of=engine_of, n_orig=n_orig, eng_names=eng_names, held_ids=held_ids,
                            whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE,
                            others_rendered=others_rendered)
+
+
+def human_mining_stream(args, fe, noise, ck):
+    """The mining stream of --mine-source human (candidate recipe v21): the training halves of the voice
+    prompts, the stamp descriptions and the game's lines (real_halves.py), each clip once in a random
+    order, back to back in 30 s segments through training rooms and noise, as mining_stream builds
+    the training engines' (at most --mine-hours of it). The evaluation halves are never in it."""
+    recs, pkey = real_halves.prompt_recordings()
+    stamp_files, skey = real_halves.stamp_names()
+    game_lines, gkey = real_halves.game_names()
+    name = f"minestream-human{args.mine_hours:g}h-{zlib.crc32(f'{pkey} {skey} {gkey}'.encode()):08x}"
+
+    def build():
+        pool = [a for _, a in recs + real_halves.stamp_recordings(stamp_files) + real_halves.game_recordings(game_lines)]
+        hours = sum(map(len, pool)) / 16000 / 3600
+        log(f"human mining stream: {len(pool)} recordings, {hours:.2f} h of speech (prompts, stamps, game lines: training halves)")
+        return mining_stream(Featurizer(fe, np.random.default_rng(415)), np.random.default_rng(414), pool, noise,
+                             min(args.mine_hours, hours) * 3600)
+    return cached(ck(name), build)[0]
 
 
 def split(args, seed, E, Y, K, engine_of, n_orig, held_ids, eng_names, whole):
