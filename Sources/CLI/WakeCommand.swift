@@ -36,9 +36,9 @@ public enum WakeCommand {
                 at your pause and checked (a silent, too quiet or clipped take is refused with what to do,
                 and asked for again). The takes are kept in the state directory (wake-enroll/TRIGGER/), and
                 from then on a trigger said in one of these voices also wakes the node when the model alone
-                would have missed it (measured on two stand-in voices: 29 % and 6 % fewer misses with five
-                takes; ten takes, 43 % and 7 %), while other speech wakes it about as often as before (two
-                more false wakes in an hour on one trigger of six; models/EVALUATION.md, "Enrollment").
+                would have missed it (measured on two stand-in voices with five takes each: 20 % and 4 %
+                fewer misses, while two hours of other speech in the same voices woke it no more often
+                than before; models/EVALUATION.md, "Enrollment").
                 Say it as you would to wake the node: at your usual distance and voice. For several people,
                 take turns in one run (--takes 10: five each); enrolling again replaces the earlier takes.
                 The daemon uses the enrollment from its next start (`systemctl --user restart clawvoice`).
