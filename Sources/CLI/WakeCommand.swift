@@ -37,7 +37,7 @@ public enum WakeCommand {
                 and asked for again). The takes are kept in the state directory (wake-enroll/TRIGGER/), and
                 from then on a trigger said in one of these voices also wakes the node when the model alone
                 would have missed it (measured on two stand-in voices with five takes each: 20 % and 4 %
-                fewer misses, while two hours of other speech in the same voices woke it no more often
+                fewer misses, while about an hour of other speech per stand-in woke it no more often
                 than before; models/EVALUATION.md, "Enrollment").
                 Say it as you would to wake the node: at your usual distance and voice. For several people,
                 take turns in one run (--takes 10: five each); enrolling again replaces the earlier takes.

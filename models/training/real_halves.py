@@ -4,8 +4,9 @@ prompts (prompts.py), Tux Paint's stamp descriptions (stamps.py) and a game's vo
 and what --mine-source human mines hard negatives from (train_data.py). The evaluation halves are
 never read here: game_negatives.py, real_negatives.py and stamp_negatives.py score them.
 
-Each list comes with a key that changes when its decoder or its list of names does, so a cache built
-from it is rebuilt then (cache_file.cached).
+Each list comes with a key that changes when its list of names does (and, for the stamps and the game,
+its decoder), so a cache named by it is rebuilt then (cache_file.cached). The prompt canvases' cache
+(prompts-N) predates the key and is named without it, as it always was.
 """
 import zlib
 

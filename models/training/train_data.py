@@ -236,7 +236,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
                 Featurizer(fe, np.random.default_rng(405)), np.random.default_rng(404), mpool, noise,
                 args.mine_hours * 3600 * sc * ns))[0]
         log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of "
-            + ("recorded human speech" if args.mine_source == "human" else f"{args.mine_source} training-engine sentences")
+            + ("recorded human speech, gaps included" if args.mine_source == "human" else f"{args.mine_source} training-engine sentences")
             + " (hard-negative source)")
     return SimpleNamespace(E=E, Y=Y, K=K, engine_of=engine_of, n_orig=n_orig, eng_names=eng_names, held_ids=held_ids,
                            whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE,
@@ -245,9 +245,10 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
 
 def human_mining_stream(args, fe, noise, ck):
     """The mining stream of --mine-source human (candidate recipe v21): the training halves of the voice
-    prompts, the stamp descriptions and the game's lines (real_halves.py), each clip once in a random
-    order, back to back in 30 s segments through training rooms and noise, as mining_stream builds
-    the training engines' (at most --mine-hours of it). The evaluation halves are never in it."""
+    prompts, the stamp descriptions and the game's lines (real_halves.py) in a random order with
+    0.1-1 s gaps, in 30 s segments through training rooms and noise, as mining_stream builds the
+    training engines'. The stream is cut at the speech's own length (or --mine-hours if shorter), so
+    the gaps crowd the last recordings of the order out. The evaluation halves are never in it."""
     recs, pkey = real_halves.prompt_recordings()
     stamp_files, skey = real_halves.stamp_names()
     game_lines, gkey = real_halves.game_names()
