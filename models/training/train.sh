@@ -12,7 +12,8 @@ case "$trigger" in
 usage: models/training/train.sh "trigger phrase" [train_head.py options]
        make wake-model TRIGGER="trigger phrase" [WAKE_RECIPE=v4]
 
-Trains a wake head for the phrase from synthetic voices (espeak-ng, Piper, Pico; never a recording)
+Trains a wake head for the phrase from synthetic voices (espeak-ng, Piper, Pico; the trigger is never a
+recording, though candidate options can add recorded speech as negatives: models/README.md)
 and writes models/<stem>.json + .bin, where the node finds it. A new phrase gets recipe v16: near
 misses found by sound, then threshold rule v5c (the threshold raised until the head wakes at most
 once in 2.27 h of voices it never trained on; RHVoice's engine is cloned and built for it once). About
@@ -79,7 +80,7 @@ case "$recipe" in
   v17) extra+=(--phonetic-near 40 --phonetic-common 40) ;;   # candidate (RULE-V22): v16 and common words found by sound
   *) echo "train.sh: unknown WAKE_RECIPE=$recipe (v16, a new phrase's default, v4, or the candidate v17)" >&2; exit 2 ;;
 esac
-echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" != v4 ] && echo ' (near misses found by sound, then threshold rule v5c)')"
+echo "train.sh: recipe $recipe for \"$trigger\"$([ "$recipe" != v4 ] && echo ' (near misses found by sound, then threshold rule v5c)')$([ $# -gt 1 ] && echo " with ${*:2} (the head's manifest names the candidate recipe they make)")"
 nice -n "${WAKE_NICE:-10}" "$venv/bin/python" -u train_head.py --trigger "$trigger" "${extra[@]}" "${@:2}"
 [ "$recipe" != v4 ] || exit 0
 models="$(cd "$here/../.." && pwd)/models"

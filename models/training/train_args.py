@@ -122,7 +122,8 @@ def recipe_name(args, wide_changed):
         (19, args.stamp_negatives > 0, f"--stamp-negatives {args.stamp_negatives}"),
         (20, args.game_negatives > 0, f"--game-negatives {args.game_negatives}"),
         (21, args.mine_hours > 0 and args.mine_source == "human",
-         f"--mine-hours {args.mine_hours:g} --mine-source human --mine-threshold {args.mine_threshold:g} --mine-weight {args.mine_weight}"),
+         f"--mine-hours {args.mine_hours:g} --mine-source human --mine-threshold {args.mine_threshold:g} --mine-weight {args.mine_weight}"
+         f" --mine-inset-weight {args.mine_inset_weight} --mine-rounds {args.mine_rounds}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
         (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
         (18, args.members > 3, f"--members {args.members}"),
