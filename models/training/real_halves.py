@@ -13,19 +13,25 @@ import zlib
 import numpy as np
 
 
-def prompt_recordings():
-    """The voice prompts' training half (8 kHz, resampled here), and its key."""
+def prompt_names():
+    """The voice prompts' training half as (name, path), and its key (read with prompt_recordings)."""
+    import prompts
+    files = [(f"{lang}/{name}", path) for lang in prompts.SETS for name, path in prompts.prompts(lang, "train")[0]]
+    return files, zlib.crc32(" ".join(name for name, _ in files).encode())
+
+
+def prompt_recordings(files):
+    """The prompts at 8 kHz, resampled to the front end's 16 kHz; a prompt in another format is left out."""
     from scipy.signal import resample_poly
 
     import prompts
     recs = []
-    for lang in prompts.SETS:
-        for name, path in prompts.prompts(lang, "train")[0]:
-            data = prompts.read(path)
-            if data is not None:      # 8 kHz -> the front end's 16 kHz
-                recs.append((f"{lang}/{name}", np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
-                                                       -32768, 32767).astype(np.int16)))
-    return recs, zlib.crc32(" ".join(n for n, _ in recs).encode())
+    for name, path in files:
+        data = prompts.read(path)
+        if data is not None:
+            recs.append((name, np.clip(resample_poly(np.frombuffer(data, "<i2").astype(np.float64), 2, 1),
+                                       -32768, 32767).astype(np.int16)))
+    return recs
 
 
 def stamp_names():

@@ -25,15 +25,15 @@ import numpy as np
 
 import prompt_threshold
 from head import detections
-from threshold import THRESHOLD_GRID, Validation
+from threshold import THRESHOLD_GRID, Validation, rule_checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def canvas_threshold(v, k):
     """The lowest grid threshold meeting rule v2's canvas limits, the stream left out."""
-    return next((float(t) for t in THRESHOLD_GRID
-                 if v.canvas_fa(t, k, [3, 4]) <= 0.005 and v.canvas_fa(t, k, [1, 2, 5]) <= 0.03), 0.999)
+    checks = rule_checks(v, "v2", k)
+    return next((float(t) for t in THRESHOLD_GRID if checks["speech"](t) and checks["near"](t)), 0.999)
 
 
 def main():

@@ -177,7 +177,7 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         parts.append(cached(ck(f"real-{'-'.join(words)}-{args.real_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(313), recs, noise, int(args.real_negatives * sc))))
     if args.prompt_negatives > 0:  # candidate recipe v12: recorded voice prompts, their training half only
-        recs = real_halves.prompt_recordings()[0]
+        recs = real_halves.prompt_recordings(real_halves.prompt_names()[0])
         log(f"prompt negatives: {len(recs)} prompts of the training half, {sum(len(a) for _, a in recs) / 16000 / 3600:.2f} h")
         parts.append(cached(ck(f"prompts-{args.prompt_negatives}"), lambda: human_negatives(
             feat, np.random.default_rng(323), recs, noise, int(args.prompt_negatives * sc))))
@@ -249,13 +249,13 @@ def human_mining_stream(args, fe, noise, ck):
     0.1-1 s gaps, in 30 s segments through training rooms and noise, as mining_stream builds the
     training engines'. The stream is cut at the speech's own length (or --mine-hours if shorter), so
     the gaps crowd the last recordings of the order out. The evaluation halves are never in it."""
-    recs, pkey = real_halves.prompt_recordings()
+    prompt_files, pkey = real_halves.prompt_names()
     stamp_files, skey = real_halves.stamp_names()
     game_lines, gkey = real_halves.game_names()
     name = f"minestream-human{args.mine_hours:g}h-{zlib.crc32(f'{pkey} {skey} {gkey}'.encode()):08x}"
 
     def build():
-        pool = [a for _, a in recs + real_halves.stamp_recordings(stamp_files) + real_halves.game_recordings(game_lines)]
+        pool = [a for _, a in real_halves.prompt_recordings(prompt_files) + real_halves.stamp_recordings(stamp_files) + real_halves.game_recordings(game_lines)]
         hours = sum(map(len, pool)) / 16000 / 3600
         log(f"human mining stream: {len(pool)} recordings, {hours:.2f} h of speech (prompts, stamps, game lines: training halves)")
         return mining_stream(Featurizer(fe, np.random.default_rng(415)), np.random.default_rng(414), pool, noise,
