@@ -74,6 +74,9 @@ def parser():
                     "(espeak-ng, as the echo canceller leaves it), and half as many of that speech alone (the stop word: issue 22)")
     ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
                     "(candidate recipe v7 for openclaw, whose threshold rule v2's near-miss limit sets: 3; 1: recipe v4)")
+    ap.add_argument("--near-val", type=int, default=0, help="rule v2's near-miss limit also reads this many validation "
+                    "canvases no head trains on, the same for every seed (near_val.py; candidate recipe v22: 1500; 0: the "
+                    "split's own, about 200)")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
     ap.add_argument("--consecutive", type=int, default=2, help="steps in a row over the threshold for a wake")
@@ -124,6 +127,7 @@ def recipe_name(args, wide_changed):
         (21, args.mine_hours > 0 and args.mine_source == "human",
          f"--mine-hours {args.mine_hours:g} --mine-source human --mine-threshold {args.mine_threshold:g} --mine-weight {args.mine_weight}"
          f" --mine-inset-weight {args.mine_inset_weight} --mine-rounds {args.mine_rounds}"),
+        (22, args.near_val > 0, f"--near-val {args.near_val}"),
         (16, args.phonetic_near > 0, f"--phonetic-near {args.phonetic_near}"),
         (17, args.phonetic_common > 0, f"--phonetic-common {args.phonetic_common}"),
         (18, args.members > 3, f"--members {args.members}"),

@@ -20,6 +20,7 @@ import voices
 from cache_file import cached
 from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, canvas_engines, human_negatives, negatives,
                     over_speech, partials, positives)
+from near_val import near_validation
 from streams import mining_stream, validation_stream
 from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_extra, render_extra_pool, render_mining_pool,
                     render_pool, render_trigger)
@@ -238,9 +239,14 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
         log(f"mining stream: {len(mE) * mE.shape[1] * STEP_S / 3600:.1f} h of "
             + ("recorded human speech, gaps included" if args.mine_source == "human" else f"{args.mine_source} training-engine sentences")
             + " (hard-negative source)")
+    xE = xY = xK = None                             # no extra validation without --near-val
+    if args.near_val > 0:     # candidate recipe v22: the near-miss limit read on more canvases, validation only
+        if args.hold_out:
+            raise SystemExit("--near-val: not with --hold-out (its validation is the held-out engine's)")
+        xE, xY, xK = near_validation(int(args.near_val * sc), fe, trigger, stem, engines, near, all_clips, pool, noise, ck, log)
     return SimpleNamespace(E=E, Y=Y, K=K, engine_of=engine_of, n_orig=n_orig, eng_names=eng_names, held_ids=held_ids,
                            whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE,
-                           others_rendered=others_rendered)
+                           others_rendered=others_rendered, xE=xE, xY=xY, xK=xK)
 
 
 def human_mining_stream(args, fe, noise, ck):

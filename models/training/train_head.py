@@ -66,6 +66,11 @@ def main():
     # --- normalisation, split and training -------------------------------------------------------
     mean_w, std_w, rng, val_idx, tr_idx, step_ok, mask_all = split(args, seed, E, Y, K, engine_of, d.n_orig, d.held_ids,
                                                                     d.eng_names, d.whole)
+    if d.xE is not None:     # --near-val: appended after the split, so training draws exactly what it would without them
+        val_idx = np.concatenate([val_idx, np.arange(len(E), len(E) + len(d.xE))])
+        E, Y, K = np.concatenate([E, d.xE]), np.concatenate([Y, d.xY]), np.concatenate([K, d.xK])
+        mask_all = np.concatenate([mask_all, np.repeat(step_ok.astype(np.float32), len(d.xE), axis=0)])
+        engine_of = np.concatenate([engine_of, np.full(len(d.xE), -1, engine_of.dtype)])
     params, vcanvas, ss, E, Y, K, mask_all, mined_total = fit(args, stem, seed, zero, E, Y, K, mask_all, step_ok, tr_idx,
                                                               val_idx, mean_w, std_w, rng, d.vE, v_seconds, d.mE)
 
