@@ -1,7 +1,8 @@
-"""Where the wake heads stand, in two tables (nothing here trains or chooses anything).
+"""Where the wake heads stand, in two tables and an optional third (nothing here trains or chooses anything).
 
 1. Which part of rule v2 sets each head's threshold, from its saved validation scores (training
    engines only): the lowest threshold each constraint alone allows, with 2 steps in a row.
+   With --resample N: how far its near-miss limit moves when those canvases are drawn again.
 2. How near the held-out trigger events come to the threshold: per flite voice and SNR, the
    median over events of the best score held for 2 steps in a row within 0.5 s before to 1 s
    after the spoken trigger, and how many stay under 0.5 and under the head's threshold. It runs
@@ -9,6 +10,7 @@
 
     .venv/bin/python diagnose.py [--tag -v4] [--models ../../models] [--clawvoice ../../.build/release/clawvoice]
     .venv/bin/python diagnose.py --stems claude --tag=--c26s1 --binding-only   (table 1 alone; a tag starting with - as --tag=)
+    .venv/bin/python diagnose.py --stems claude --tag=--c35claude-s1 --binding-only --resample 500   (and how far the near-miss limit moves)
 """
 import argparse
 import json
@@ -41,6 +43,27 @@ def binding(tag, stems=TRIGGERS, k=2):
         print(f"| {stem} | {mark(s)} | {mark(sp)} | {mark(nr)} | {v.recall(t, k) * 100:.1f} % |")
 
 
+def resample(tag, stems, draws, k=2):
+    """How far the near-miss limit moves when its canvases are drawn again (a bootstrap over the
+    validation's near-miss, other-trigger and cut-short canvases, the other canvases kept): the
+    10th, 50th and 90th percentiles of the lowest threshold that limit alone allows."""
+    rng = np.random.default_rng(0)
+    print(f"\n| head (valscores{tag}) | near-miss canvases | limit | over {draws} resamplings: 10th / 50th / 90th percentile |")
+    print("|---|---|---|---|")
+    for stem in stems:
+        v = th.Validation(dict(np.load(os.path.join(HERE, ".cache", f"valscores-{stem}{tag}.npz"))))
+        near = np.flatnonzero(np.isin(v.kinds, [1, 2, 5]))
+        limit = lambda: next((float(t) for t in th.THRESHOLD_GRID if th.rule_checks(v, "v2", k)["near"](t)), 0.999)
+        whole, got = (v.neg, v.neg_ok, v.kinds), []
+        v.neg, v.neg_ok, v.kinds = v.neg[near], v.neg_ok[near], v.kinds[near]
+        own = limit()
+        for _ in range(draws):
+            pick = near[rng.integers(0, len(near), len(near))]
+            v.neg, v.neg_ok, v.kinds = whole[0][pick], whole[1][pick], whole[2][pick]
+            got.append(limit())
+        print(f"| {stem} | {len(near)} | {own:.2f} | {' / '.join(f'{q:.2f}' for q in np.percentile(got, [10, 50, 90]))} |")
+
+
 def margins(models, clawvoice, out):
     meta = json.load(open(os.path.join(out, "meta.json")))
     print("\n| head | voice | SNR | events | median best score | under 0.5 | under the threshold |")
@@ -69,8 +92,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "eval-flite"), help="make wake-eval's held-out set")
     ap.add_argument("--stems", default=",".join(TRIGGERS), help="table 1's heads, comma-separated")
     ap.add_argument("--binding-only", action="store_true", help="table 1 alone (validation only, no held-out audio)")
+    ap.add_argument("--resample", type=int, default=0, metavar="N", help="also N bootstrap draws of the near-miss "
+                    "limit's canvases (how far that limit moves with the canvases it is read on)")
     args = ap.parse_args()
     binding(args.tag, args.stems.split(","))
+    if args.resample:
+        resample(args.tag, args.stems.split(","), args.resample)
     if not args.binding_only:
         margins(args.models, args.clawvoice, args.out)
 
