@@ -45,12 +45,13 @@ def binding(tag, stems=TRIGGERS, k=2):
 
 def resample(tag, stems, draws, k=2):
     """How far the near-miss limit moves when its canvases are drawn again (a bootstrap over the
-    validation's near-miss, other-trigger and cut-short canvases, the other canvases kept): the
-    10th, 50th and 90th percentiles of the lowest threshold that limit alone allows."""
-    rng = np.random.default_rng(0)
+    validation's near-miss, other-trigger and cut-short canvases, the only ones that limit reads):
+    the 10th, 50th and 90th percentiles of the lowest threshold that limit alone allows, each a
+    threshold of the grid. Every head gets the same draws, whichever heads come before it."""
     print(f"\n| head (valscores{tag}) | near-miss canvases | limit | over {draws} resamplings: 10th / 50th / 90th percentile |")
     print("|---|---|---|---|")
     for stem in stems:
+        rng = np.random.default_rng(0)
         v = th.Validation(dict(np.load(os.path.join(HERE, ".cache", f"valscores-{stem}{tag}.npz"))))
         near = np.flatnonzero(np.isin(v.kinds, [1, 2, 5]))
         limit = lambda: next((float(t) for t in th.THRESHOLD_GRID if th.rule_checks(v, "v2", k)["near"](t)), 0.999)
@@ -61,7 +62,8 @@ def resample(tag, stems, draws, k=2):
             pick = near[rng.integers(0, len(near), len(near))]
             v.neg, v.neg_ok, v.kinds = whole[0][pick], whole[1][pick], whole[2][pick]
             got.append(limit())
-        print(f"| {stem} | {len(near)} | {own:.2f} | {' / '.join(f'{q:.2f}' for q in np.percentile(got, [10, 50, 90]))} |")
+        q = np.percentile(got, [10, 50, 90], method="nearest")
+        print(f"| {stem} | {len(near)} | {own:.2f} | {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} |")
 
 
 def margins(models, clawvoice, out):

@@ -2,7 +2,9 @@
 head trains on, in the validation's own mix of the limit's kinds (near misses, the other default
 triggers, cut-short triggers). With about 200 such canvases, 3 % is six wakes, and the threshold
 it sets moved 0.08 with the seed (stop 52); these canvases are the same for every seed, so a seed
-changes the head, not the set that measures it. Built once per trigger and cached."""
+changes the head, not the set that measures it. Built once per trigger and cached. The near
+misses are the trigger's own list (not --phonetic-near's additions, which only a new phrase's
+training canvases get)."""
 import zlib
 
 import numpy as np

@@ -74,9 +74,10 @@ def parser():
                     "(espeak-ng, as the echo canceller leaves it), and half as many of that speech alone (the stop word: issue 22)")
     ap.add_argument("--near-weight", type=int, default=1, help="train on each near-miss canvas this many times "
                     "(candidate recipe v7 for openclaw, whose threshold rule v2's near-miss limit sets: 3; 1: recipe v4)")
-    ap.add_argument("--near-val", type=int, default=0, help="rule v2's near-miss limit also reads this many validation "
-                    "canvases no head trains on, the same for every seed (near_val.py; candidate recipe v22: 1500; 0: the "
-                    "split's own, about 200)")
+    ap.add_argument("--near-val", type=int, default=0, help="this many more validation canvases no head trains on "
+                    "(near misses, other triggers, cut short: the same for every seed; scaled by --scale; not with "
+                    "--hold-out), read by rule v2's near-miss limit (near_val.py; candidate recipe v22: 1500; 0: the "
+                    "split's own, about 200). Every rule's negatives hold them, so rule v1's 'all' limit reads them too")
     ap.add_argument("--val-minutes", type=int, default=120, help="length of the validation stream")
     ap.add_argument("--rule", default="v2", choices=sorted(RULES), help="threshold rule (validation only)")
     ap.add_argument("--consecutive", type=int, default=2, help="steps in a row over the threshold for a wake")

@@ -1,7 +1,7 @@
 """The data of one training (train_head.py): render the trigger, near misses and sentences with
 every training engine, build the embeddings of every canvas set (cached in .cache/examples), the
-validation and mining streams, and split the canvases into training and validation with the
-input normalisation. With --hold-out, which engine spoke each canvas (holdout.py)."""
+validation and mining streams (and with --near-val, near_val.py's validation-only canvases), and
+split the canvases into training and validation with the input normalisation. With --hold-out, which engine spoke each canvas (holdout.py)."""
 import os
 import sys
 import time
@@ -241,8 +241,6 @@ def examples(args, fe, trigger, stem, seed, t_start, rendered):
             + " (hard-negative source)")
     xE = xY = xK = None                             # no extra validation without --near-val
     if args.near_val > 0:     # candidate recipe v22: the near-miss limit read on more canvases, validation only
-        if args.hold_out:
-            raise SystemExit("--near-val: not with --hold-out (its validation is the held-out engine's)")
         xE, xY, xK = near_validation(int(args.near_val * sc), fe, trigger, stem, engines, near, all_clips, pool, noise, ck, log)
     return SimpleNamespace(E=E, Y=Y, K=K, engine_of=engine_of, n_orig=n_orig, eng_names=eng_names, held_ids=held_ids,
                            whole=whole, wtag=wtag, vE=vE, v_seconds=v_seconds, stream_engine=stream_engine, mE=mE,

@@ -7,7 +7,8 @@ validation stream of training engines, export models/<stem>.json + .bin and the 
     python train_head.py --trigger "hey claw"     (train.sh sets up the venv and calls this)
 
 The stages live beside it: train_args.py (the command line), train_data.py (rendering, canvases,
-split), head.py (the network), fit.py (training), threshold.py (the rules), head_file.py (export).
+split), near_val.py (--near-val's extra validation canvases, appended after the split), head.py (the
+network), fit.py (training), threshold.py (the rules), head_file.py (export).
 """
 import json
 import os
@@ -50,6 +51,8 @@ def main():
     if (args.phonetic_near or args.phonetic_common) and trigger.lower() in DEFAULT_TRIGGERS:
         raise SystemExit(f"--phonetic-near/--phonetic-common: {trigger!r} is a default trigger and keeps its own near-miss list; "
                          "the flag is for a new phrase")
+    if args.near_val and args.hold_out:
+        raise SystemExit("--near-val: not with --hold-out (that validation is the held-out engine's); drop one of them")
     log(f"training wake head for {trigger!r} -> {os.path.join(args.models_dir, stem)}.json (seed {seed})")
     fe_path = os.path.join(args.models_dir, "frontend.json")
     if not os.path.exists(fe_path):
