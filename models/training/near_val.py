@@ -29,10 +29,10 @@ def near_validation(n, fe, trigger, stem, engines, near, all_clips, pool, noise,
     n_near, n_other, n_cut = counts(n)
     base = 601 + zlib.crc32(stem.encode()) % 1000
     feat = lambda k: Featurizer(fe, np.random.default_rng(base + k))
-    parts = [ck(f"nearval-{stem}-near{n_near}"), ck(f"nearval-{stem}-cut{n_cut}")]
-    out = [cached(parts[0], lambda: negatives(feat(0), np.random.default_rng(base + 10), near, pool, noise,
-                                              {"near": n_near, "speech": 0, "noise": 0})),
-           cached(parts[1], lambda: partials(feat(1), np.random.default_rng(base + 11), all_clips, pool, noise, n_cut))]
+    out = [cached(ck(f"nearval-{stem}-near{n_near}"), lambda: negatives(
+               feat(0), np.random.default_rng(base + 10), near, pool, noise, {"near": n_near, "speech": 0, "noise": 0})),
+           cached(ck(f"nearval-{stem}-cut{n_cut}"), lambda: partials(
+               feat(1), np.random.default_rng(base + 11), all_clips, pool, noise, n_cut))]
     others = [t for t in DEFAULT_TRIGGERS if file_stem(t) != stem]
     for i, t in enumerate(others):
         m = n_other // len(others) + (1 if i < n_other % len(others) else 0)

@@ -73,7 +73,6 @@ def main():
         val_idx = np.concatenate([val_idx, np.arange(len(E), len(E) + len(d.xE))])
         E, Y, K = np.concatenate([E, d.xE]), np.concatenate([Y, d.xY]), np.concatenate([K, d.xK])
         mask_all = np.concatenate([mask_all, np.repeat(step_ok.astype(np.float32), len(d.xE), axis=0)])
-        engine_of = np.concatenate([engine_of, np.full(len(d.xE), -1, engine_of.dtype)])
     params, vcanvas, ss, E, Y, K, mask_all, mined_total = fit(args, stem, seed, zero, E, Y, K, mask_all, step_ok, tr_idx,
                                                               val_idx, mean_w, std_w, rng, d.vE, v_seconds, d.mE)
 
