@@ -13,7 +13,7 @@ import numpy as np
 import frontend
 import render
 import voices
-from train_args import DEFAULT_SEED, recipe_name
+from train_args import DEFAULT_SEED, recipe_name, split_seed
 
 log = render.log
 
@@ -29,6 +29,8 @@ def this_head(args, trigger, wide_changed):
         flags.append(f"--negatives-scale {args.negatives_scale:g}")
     if args.seed != DEFAULT_SEED:
         flags.append(f"--seed {args.seed}")
+    if getattr(args, "split_seed", None) is not None:
+        flags.append(f"--split-seed {args.split_seed}")
     return f"; this head: bash models/training/train.sh {shlex.quote(trigger)} {' '.join(flags)}" if flags else ""
 
 
@@ -114,6 +116,7 @@ def write_head(args, trigger, stem, seed, params, mean_w, std_w, chosen, k, reca
         "training": {
             "recipe": recipe_name(args, bool(wtag)),
             "command": f'make wake-model TRIGGER="{trigger}"' + new_phrase_v4(args, trigger) + this_head(args, trigger, bool(wtag)), "seed": seed,
+            **({"splitSeed": split_seed(args, seed)} if getattr(args, "split_seed", None) is not None else {}),
             "framework": f"jax {jax.__version__} / jaxlib {jaxlib.__version__}, CPU",
             "engines": voices.TRAIN_ENGINES + (["kokoro"] if args.kokoro else []) + (["rhvoice"] if args.rhvoice else []), "heldOut": "flite (awb, rms evaluated; kal, kal16, slt never used)",
             "canvases": int(len(E)) - int(getattr(args, "near_val", 0) * sc), "triggerCanvases": int((Y == 1).any(axis=1).sum()), "epochs": args.stop_after or args.epochs,

@@ -1,8 +1,10 @@
 """Candidate recipe v15 (RULE-V15.md): one head from the members of several heads of the same
 trigger, logits averaged as the detector averages an ensemble's, with its threshold chosen by a
 rule on training-engine validation only. The heads must share the front end, the network's shape
-and the training seed (so their validation split is the same); each member keeps its own folded
-normalisation, so the merged head scores exactly as its members would together.
+and the validation split: the training seed, or one `train_head.py --split-seed` for heads of several
+seeds (candidate recipe v23, RULE-V40: each seed draws its own canvases, and every source holds out
+the same positions, so none trained on what the rescore validates on). Each member keeps its own
+folded normalisation, so the merged head scores exactly as its members would together.
 
     .venv/bin/python merge_heads.py --stem alexa --from DIR_V4 DIR_V13 --out DIR \\
         --check .cache/valscores-alexa-TAG_A.npz .cache/valscores-alexa-TAG_B.npz
@@ -39,6 +41,11 @@ MAX_MEMBERS = 8          # WakeModel.swift refuses more
 SAME = ("windowEmbeddings", "embeddingSize", "hidden", "activation", "output", "stepMilliseconds")
 
 
+def split_of(man):
+    """The seed a head's validation split was drawn with (train_head.py --split-seed; else its seed)."""
+    return man["training"].get("splitSeed", man["training"]["seed"])
+
+
 def merged(stem, sources, split_given):
     """The merged head's manifest (its threshold not chosen yet) and weights; exits, writing nothing,
     when the sources cannot share one validation. split_given: the rescore is told the split by hand."""
@@ -51,9 +58,10 @@ def merged(stem, sources, split_given):
                          f"not {first['network'][key]} as {sources[0]}: only heads of one shape can be merged")
         if man["frontEnd"]["weightsSHA256"] != first["frontEnd"]["weightsSHA256"]:
             sys.exit(f"merge_heads.py: {d}/{stem}.json sits on another front end; retrain it on the shipped one")
-        if man["training"]["seed"] != first["training"]["seed"]:
-            sys.exit(f"merge_heads.py: {d}/{stem}.json was trained with seed {man['training']['seed']}, "
-                     f"{sources[0]} with {first['training']['seed']}: their validation splits differ")
+        if split_of(man) != split_of(first):
+            sys.exit(f"merge_heads.py: {d}/{stem}.json holds out the split of seed {split_of(man)}, "
+                     f"{sources[0]} that of {split_of(first)}: their validation splits differ "
+                     "(train heads of several seeds with one --split-seed)")
     splits = [m["training"].get("othersRendered") for m, _ in loaded]
     if None in splits and not split_given:
         sys.exit("merge_heads.py: a source head does not record its split (othersRendered: trained before 2026-12-05); "
@@ -72,6 +80,8 @@ def merged(stem, sources, split_given):
     man["training"] = {"recipe": "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)",
                        "command": f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources),
                        "seed": first["training"]["seed"],
+                       **({"splitSeed": split_of(first), "seeds": [m["training"]["seed"] for m, _ in loaded]}
+                          if len({m["training"]["seed"] for m, _ in loaded}) > 1 else {}),
                        **({"othersRendered": splits[0]} if splits[0] is not None else {}),
                        "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
                                        "threshold": m["threshold"], "weightsSHA256": m["weightsSHA256"],
@@ -106,7 +116,10 @@ def main():
     sources = [os.path.abspath(s) for s in args.sources]
     extra = [a for a in args.rest if a != "--"]
     man, blob = merged(args.stem, sources, bool(args.check) and any(a.startswith("--others-rendered") for a in extra))
-    base_seed = man["training"]["seed"] - zlib.crc32(args.stem.encode()) % 100000
+    offset = zlib.crc32(args.stem.encode()) % 100000
+    base_seed = man["training"]["seed"] - offset
+    # Heads of several seeds: the rescore draws the first source's canvases and the split they share.
+    split_flag = ["--split-seed", str(man["training"]["splitSeed"] - offset)] if "splitSeed" in man["training"] else []
     out = os.path.abspath(args.out)
     with tempfile.TemporaryDirectory() as work:   # the head goes to --out only with its threshold chosen
         for f in ("frontend.json", "frontend.bin"):
@@ -120,7 +133,7 @@ def main():
         # The rescore: train_head.py builds recipe v4's canvases and split from the cache and scores them
         # with the merged head; nothing is trained.
         cmd = ["bash", os.path.join(HERE, "train.sh"), man["phrase"], "--rescore", "--models-dir", work,
-               f"--tag={args.tag}", "--seed", str(base_seed), "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
+               f"--tag={args.tag}", "--seed", str(base_seed), *split_flag, "--rule", args.rule, "--consecutive", str(args.consecutive), *extra]
         print("merge_heads.py: scoring the validation: " + " ".join(cmd[2:]), flush=True)
         # Recipe v4's canvases, as the sources (recipe v4 and v13) were trained: train.sh's default for a
         # new phrase is recipe v16, whose near misses found by sound would change the split.

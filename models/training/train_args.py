@@ -16,6 +16,9 @@ def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trigger", required=True)
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--split-seed", type=int, default=None, help="the seed of the train/validation split alone "
+                    "(default: --seed). Heads of several seeds trained with one split seed hold out the same canvases, "
+                    "so merge_heads.py can join them into one head (candidate recipe v23, RULE-V40)")
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--hidden", type=int, default=HIDDEN)
     ap.add_argument("--window", type=int, default=HEAD_WINDOW, help="embeddings per head input (80 ms each; candidate "
@@ -108,6 +111,12 @@ def parser():
                     "order on the same data and validation split (0: the single head's)")
     ap.add_argument("--tag", default="", help="name of this run's validation-score file (.cache/valscores-<stem>-<tag>.npz; a tag starting with - is given as --tag=-x)")
     return ap
+
+
+def split_seed(args, seed):
+    """The seed the validation split is drawn with (seed: the training's, the trigger's offset added):
+    --split-seed with the same offset, else the training's own."""
+    return seed if getattr(args, "split_seed", None) is None else args.split_seed + (seed - args.seed)
 
 
 def recipe_name(args, wide_changed):

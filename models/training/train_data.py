@@ -21,6 +21,7 @@ from cache_file import cached
 from canvas import (FIRST_STEP, HARD, STEP_S, STEPS, Featurizer, Noise, canvas_engines, human_negatives, negatives,
                     over_speech, partials, positives)
 from near_val import near_validation
+from train_args import split_seed
 from streams import mining_stream, validation_stream
 from render import (DEFAULT_TRIGGERS, file_stem, pool_tag, render_extra, render_extra_pool, render_mining_pool,
                     render_pool, render_trigger)
@@ -274,7 +275,9 @@ def split(args, seed, E, Y, K, engine_of, n_orig, held_ids, eng_names, whole):
     mean, std = flat.mean(axis=0), np.maximum(flat.std(axis=0), 1e-3)
     mean_w, std_w = np.tile(mean, args.window).astype(np.float32), np.tile(std, args.window).astype(np.float32)
     rng = np.random.default_rng(seed + 2)
-    perm = rng.permutation(n_orig)
+    pseed = split_seed(args, seed)
+    # --split-seed: the split from its own draws, everything after it (batch order, ...) from the seed's
+    perm = (rng if pseed == seed else np.random.default_rng(pseed + 2)).permutation(n_orig)
     n_val = n_orig // 20
     val_idx, tr_idx = perm[:n_val], np.concatenate([perm[n_val:], np.arange(n_orig, len(E))])
     if args.hold_out:
