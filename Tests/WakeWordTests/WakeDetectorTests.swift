@@ -96,11 +96,9 @@ func tinyModel(phrase: String = "tiny", threshold: Double = 0.8, consecutiveStep
         let (audio, ends) = try Self.compose([("Please ask", false), (trigger, true), ("to turn on the kitchen lights.", false)])
         let detector = try Self.detector()
         let found = detector.process(audio) + detector.finish()
-        try Self.knownClaudeMiss(trigger) {
-            #expect(found.count == 1, "\(found)")
-            #expect(found.first?.phrase == trigger)
-            if let d = found.first { #expect(abs(d.ms - ends[0]) <= 500, "detected at \(d.ms) ms, trigger ended at \(ends[0]) ms") }
-        }
+        #expect(found.count == 1, "\(found)")
+        #expect(found.first?.phrase == trigger)
+        if let d = found.first { #expect(abs(d.ms - ends[0]) <= 500, "detected at \(d.ms) ms, trigger ended at \(ends[0]) ms") }
     }
 
     /// The stream starts after silence, as in training: a trigger in the file's first
@@ -113,21 +111,10 @@ func tinyModel(phrase: String = "tiny", threshold: Double = 0.8, consecutiveStep
         let audio = (clip + [Int16](repeating: 0, count: 24_000)).map { Int16(clamping: Int32($0) + Int32(rng.next() % 61) - 30) }
         let detector = try Self.detector()
         let found = detector.process(audio) + detector.finish()
-        try Self.knownClaudeMiss(trigger) { #expect(found.map(\.phrase) == [trigger], "\(found)") }
-    }
-
-    /// The shipped claude head does not give espeak-ng's "claude" alone two steps over its threshold
-    /// (recipe v3 at 0.81: 0.96, then 0.70; recipe v19 in stops 49-50 at 0.84: 0.67, then 0.81;
-    /// recipe v20 since stop 51 at 0.85: 0.67, 0.88, then 0.76, on `espeak-ng -v en-us claude`
-    /// through `clawvoice wake detect --scores`): a
-    /// measured miss (the clip at 0 ms; the sentence passes), recorded as a known issue so the suite
-    /// says so the day a claude model hears it. openclaw and computer are strict.
-    static func knownClaudeMiss(_ trigger: String, _ body: () throws -> Void) throws {
-        if trigger == "claude" {
-            withKnownIssue("the shipped claude head misses espeak-ng's 'claude' at its threshold", isIntermittent: true) { try body() }
-        } else {
-            try body()
-        }
+        // Every shipped head hears it. claude did not from recipe v3 to v20 (v20 at 0.85: 0.67, 0.88,
+        // then 0.76); the joined head of stop 54 at 0.72 gives 0.59, 0.86, then 0.73 (`espeak-ng -v
+        // en-us claude` through `clawvoice wake detect --scores`), so it is held to it like the others.
+        #expect(found.map(\.phrase) == [trigger], "\(found)")
     }
 
     @Test func `sentences without a trigger wake nothing`() throws {

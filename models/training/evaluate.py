@@ -157,6 +157,12 @@ def main():
               "; ".join(f"{t}: {', '.join(speech.NEAR_MISSES[t])}" for t in TRIGGERS) + ".", ""]
     # The heads shipped before, newest first, each measured on the same set after its successor was chosen.
     earlier = [
+        ("shipped-v20-claude.json", "## Before: the recipe-v20 claude head (shipped until stop 54) on the same set",
+         "The claude head shipped before RULE-V40 (RULE-V34's seed 1: recipe v20, RHVoice's speakers, five members, the "
+         "voice prompts', the stamps' and the game lines' training halves as negatives, rule v2's threshold), beside today's "
+         "openclaw and computer heads. RULE-V40 (models/training/RULE-V40.md) was decided on this set and the real evaluation "
+         "halves; its claude row is the shipped row of RULE-V40's table (`evaluate.py --report FILE` with "
+         "`git show 684d953:models/claude.json` and `.bin`):"),
         ("shipped-v19-claude.json", "## Before: the recipe-v19 claude head (shipped until stop 51) on the same set",
          "The claude head shipped before RULE-V34 (RULE-V28's seed 1: recipe v19, RHVoice's speakers, five members, the "
          "voice prompts' and the stamps' training halves as negatives, rule v2's threshold), beside the openclaw and "

@@ -46,9 +46,10 @@ def split_of(man):
     return man["training"].get("splitSeed", man["training"]["seed"])
 
 
-def merged(stem, sources, split_given):
+def merged(stem, sources, split_given, extra=()):
     """The merged head's manifest (its threshold not chosen yet) and weights; exits, writing nothing,
-    when the sources cannot share one validation. split_given: the rescore is told the split by hand."""
+    when the sources cannot share one validation. split_given: the rescore is told the split by hand;
+    extra: the rescore's train_head.py arguments (the recorded command repeats them)."""
     loaded = [read_members(d, stem) for d in sources]
     first = loaded[0][0]
     for d, (man, _) in zip(sources, loaded):
@@ -77,11 +78,23 @@ def merged(stem, sources, split_given):
     man.update(weights=f"{stem}.bin", weightsBytes=len(blob), weightsSHA256=hashlib.sha256(blob).hexdigest(), tensors=entries)
     man["network"]["members"] = len(members)
     recipes = [m["training"]["recipe"].replace("models/training/train_head.py ", "") for m, _ in loaded]
-    man["training"] = {"recipe": "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)",
-                       "command": f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources),
+    seeds = [m["training"]["seed"] for m, _ in loaded]
+    several = len(set(seeds)) > 1
+    if several and len(set(recipes)) == 1:   # candidate recipe v23: one recipe's heads of several seeds
+        recipe = f"v23: the members of {len(seeds)} heads of {recipes[0]}, each of its own seed, one split (merge_heads.py)"
+    else:
+        recipe = "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)"
+    # How to train it again: each source's own command (make wake-model's, and the flags it adds), then the join.
+    theirs = [m["training"].get("command", "").partition("; this head: ")[2] for m, _ in loaded]
+    command = (f'make wake-model TRIGGER="{first["phrase"]}"; this head: ' + " and ".join(f"`{c}`" for c in theirs)
+               + f", each into its own directory, joined by `models/training/merge_heads.py --stem {stem} --from DIRS --out DIR"
+               + (" -- " + " ".join(extra) if extra else "") + "`") if all(theirs) else \
+        f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources)
+    engines = [e for m, _ in loaded for e in m["training"].get("engines", [])]
+    man["training"] = {"recipe": recipe, "command": command,
                        "seed": first["training"]["seed"],
-                       **({"splitSeed": split_of(first), "seeds": [m["training"]["seed"] for m, _ in loaded]}
-                          if len({m["training"]["seed"] for m, _ in loaded}) > 1 else {}),
+                       **({"splitSeed": split_of(first), "seeds": seeds} if several else {}),
+                       **({"engines": list(dict.fromkeys(engines))} if engines else {}),
                        **({"othersRendered": splits[0]} if splits[0] is not None else {}),
                        "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
                                        "threshold": m["threshold"], "weightsSHA256": m["weightsSHA256"],
@@ -115,7 +128,7 @@ def main():
     args = ap.parse_args()
     sources = [os.path.abspath(s) for s in args.sources]
     extra = [a for a in args.rest if a != "--"]
-    man, blob = merged(args.stem, sources, bool(args.check) and any(a.startswith("--others-rendered") for a in extra))
+    man, blob = merged(args.stem, sources, bool(args.check) and any(a.startswith("--others-rendered") for a in extra), extra)
     offset = zlib.crc32(args.stem.encode()) % 100000
     base_seed = man["training"]["seed"] - offset
     # Heads of several seeds: the rescore draws the first source's canvases and the split they share.
