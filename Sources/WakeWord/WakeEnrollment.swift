@@ -28,8 +28,8 @@ public struct WakeEnrollment: Codable, Sendable, Equatable {
     public var takes: [String]
 
     /// The rule's defaults, chosen on held-out voices (models/EVALUATION.md, "Enrollment").
-    public static let defaultFloor = 0.6
-    public static let defaultSimilarity = 0.89
+    public static let defaultFloor = 0.5
+    public static let defaultSimilarity = 0.87
 
     public init(phrase: String, frontEndSHA256: String, windowEmbeddings: Int, embeddingSize: Int,
                 floor: Double = defaultFloor, similarity: Double = defaultSimilarity, templates: [[Float]], takes: [String]) {
