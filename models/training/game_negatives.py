@@ -2,7 +2,7 @@
 of Flight of the Amazon Queen (game_speech.py: `flight-of-the-amazon-queen`, about 6,700 lines by
 the game's cast, 11 kHz MP3, about 5 h). The stamps and the voice prompts are mostly other
 languages and read speech; this is English said as people say it to each other (acted), and the
-first hours of it here. The claude head shipped since stop 51 learned from crops of the training
+first hours of it here. The claude heads shipped since stop 51 learned from crops of the training
 half (`train_head.py --game-negatives`, candidate recipe v20), so --half eval, the other half, is
 what the report holds; --half all scores every line.
 
@@ -66,7 +66,7 @@ def main():
                "professional actors, 11 kHz MP3, here at 16 kHz), joined with 300 ms gaps into streams of up to "
                f"{PER_STREAM} lines, through the release Swift detector: **{hours:.2f} h**. Conversation, acted, in the language "
                "the heads are for. The lines fall by name into a training half and an evaluation half (lines, not actors or "
-               "scenes: the evaluation half is other lines by the same cast); the claude head shipped since stop 51 learned "
+               "scenes: the evaluation half is other lines by the same cast); the claude heads shipped since stop 51 learned "
                "from crops of the training half (`train_head.py --game-negatives`), and no head from the other "
                "(`game_negatives.py --half all` scores both). The game's text never says a trigger, so every detection is "
                "a false wake; 34 of its text lines say \"stop\", and which spoken line does is not known here, so the "

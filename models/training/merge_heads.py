@@ -2,8 +2,9 @@
 trigger, logits averaged as the detector averages an ensemble's, with its threshold chosen by a
 rule on training-engine validation only. The heads must share the front end, the network's shape
 and the validation split: the training seed, or one `train_head.py --split-seed` for heads of several
-seeds (candidate recipe v23, RULE-V40: each seed draws its own canvases, and every source holds out
-the same positions, so none trained on what the rescore validates on). Each member keeps its own
+seeds (candidate recipe v23, RULE-V40). Every seed reads the same cached canvases but draws its own
+split, starting weights, batch order and mined windows, so heads of several seeds can be joined only
+when one split seed held out the same canvases from all of them. Each member keeps its own
 folded normalisation, so the merged head scores exactly as its members would together.
 
     .venv/bin/python merge_heads.py --stem alexa --from DIR_V4 DIR_V13 --out DIR \\
@@ -23,6 +24,7 @@ import copy
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,15 +87,15 @@ def merged(stem, sources, split_given, extra=()):
     else:
         recipe = "v15: the members of " + " and ".join(recipes) + " (merge_heads.py)"
     # How to train it again: each source's own command (make wake-model's, and the flags it adds), then the join.
-    theirs = [m["training"].get("command", "").partition("; this head: ")[2] for m, _ in loaded]
+    theirs = [c.partition("; this head: ")[2] or c for c in (m["training"].get("command", "?") for m, _ in loaded)]
     command = (f'make wake-model TRIGGER="{first["phrase"]}"; this head: ' + " and ".join(f"`{c}`" for c in theirs)
                + f", each into its own directory, joined by `models/training/merge_heads.py --stem {stem} --from DIRS --out DIR"
-               + (" -- " + " ".join(extra) if extra else "") + "`") if all(theirs) else \
-        f"models/training/merge_heads.py --stem {stem} --from " + " ".join(sources)
+               + (" -- " + shlex.join(extra) if extra else "") + "`")
     engines = [e for m, _ in loaded for e in m["training"].get("engines", [])]
     man["training"] = {"recipe": recipe, "command": command,
                        "seed": first["training"]["seed"],
-                       **({"splitSeed": split_of(first), "seeds": seeds} if several else {}),
+                       **({"splitSeed": split_of(first)} if several or split_of(first) != seeds[0] else {}),
+                       **({"seeds": seeds} if several else {}),
                        **({"engines": list(dict.fromkeys(engines))} if engines else {}),
                        **({"othersRendered": splits[0]} if splits[0] is not None else {}),
                        "mergedFrom": [{"recipe": m["training"]["recipe"], "members": m["network"].get("members", 1),
