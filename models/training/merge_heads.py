@@ -104,11 +104,13 @@ def merged(stem, sources, split_given, extra=()):
     return man, blob
 
 
-def same_validation(z, checks):
-    """Exits unless each source's saved validation scores are of the rescore's canvases and stream."""
+def same_validation(z, checks, several_seeds=False):
+    """Exits unless each source's saved validation scores are of the rescore's canvases and stream.
+    several_seeds: the sources' masks differ (each seed draws which canvases also learn from the
+    stream's first steps), so only the labels and kinds are compared."""
     for c in checks:
         other = np.load(c)
-        for key in ("labels", "kinds", "mask"):
+        for key in ("labels", "kinds") + (() if several_seeds else ("mask",)):
             if not np.array_equal(other[key], z[key]):
                 sys.exit(f"merge_heads.py: {c} has other validation {key} than the rescore: not the same split, no head written")
         if not np.isclose(float(other["stream_seconds"]), float(z["stream_seconds"])):
@@ -155,7 +157,7 @@ def main():
         if subprocess.run(cmd, env=dict(os.environ, WAKE_RECIPE="v4")).returncode != 0:
             sys.exit("merge_heads.py: the rescore failed (above); no head written")
         z = dict(np.load(os.path.join(HERE, ".cache", f"valscores-{args.stem}-{args.tag}.npz")))
-        same_validation(z, args.check)
+        same_validation(z, args.check, "seeds" in man["training"])
         v = threshold.Validation(z)
         t = threshold.choose_threshold(v, args.rule, args.consecutive)
         set_by = f"models/training/merge_heads.py --stem {args.stem} (rule {args.rule}, {args.consecutive} steps in a row)"
