@@ -37,11 +37,8 @@ def build(out, rng, hours):
     sentences = [s for s in speech.docstring_sentences("train") if not speech.contains_trigger(s, ["stop"])]
     mic, ref, total = [], [], 0.0
     while total < hours * 3600:
-        parts, n = [], int(rng.uniform(20, 40) * SR)
-        while sum(map(len, parts)) < n:
-            a, _ = node.say(rng, sentences[rng.integers(len(sentences))])
-            parts += [a, np.zeros(int(rng.uniform(0.1, 0.6) * SR))]
-        played = np.concatenate(parts)[:n]
+        played, _ = ss.node_played(rng, node, sentences, rng.uniform(20, 40))
+        n = len(played)
         heard = ss.echo_path(rng, played)
         heard = heard + augment.coloured_noise(rng, n, 1.0) * np.sqrt(ss.active_power(heard) / 10 ** 3.5)
         mic.append(ss.level(rng, heard))

@@ -52,13 +52,20 @@ def echo_path(rng, x):
     return augment.reverberate(lfilter(b, a, x), augment.test_rir(rng))[:len(x)]
 
 
-def node_stretch(rng, node, sentences, seconds):
+def node_played(rng, node, sentences, seconds):
+    """`seconds` of the node's speech as it plays it (sentences with short pauses), and its engines."""
     parts, engines, n = [], set(), int(seconds * SR)
     while sum(map(len, parts)) < n:
         a, eng = node.say(rng, sentences[rng.integers(len(sentences))])
         parts += [a, np.zeros(int(rng.uniform(0.1, 0.6) * SR))]
         engines.add(eng)
-    return echo_path(rng, np.concatenate(parts)[:n]), "+".join(sorted(engines))
+    return np.concatenate(parts)[:n], "+".join(sorted(engines))
+
+
+def node_stretch(rng, node, sentences, seconds):
+    """The same, as the microphone hears it: through echo_path."""
+    played, engines = node_played(rng, node, sentences, seconds)
+    return echo_path(rng, played), engines
 
 
 def active_power(x):
