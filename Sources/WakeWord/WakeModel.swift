@@ -24,7 +24,8 @@ public struct WakeModelManifest: Codable, Sendable, Equatable {
         public var hidden: [Int]
         public var activation: String
         public var output: String
-        /// Heads of the same shape whose logits are averaged (an ensemble; 1…8, absent means 1).
+        /// Heads of the same shape whose logits are averaged (an ensemble; 1…16, absent means 1: three
+        /// seeds' heads of four members joined are twelve).
         /// Member 0's tensors are `dense<i>.*`, member m's `member<m>.dense<i>.*`.
         public var members: Int? = nil
     }
@@ -106,7 +107,7 @@ public struct WakeModel: Sendable {
             throw .corrupt(path: path, reason: "consecutiveSteps \(k) is outside 1…8")
         }
         let memberCount = n.members ?? 1
-        guard (1...8).contains(memberCount) else { throw .corrupt(path: path, reason: "members \(memberCount) is outside 1…8") }
+        guard (1...16).contains(memberCount) else { throw .corrupt(path: path, reason: "members \(memberCount) is outside 1…16") }
         guard blob.count == m.weightsBytes, blob.count % 4 == 0 else {
             throw .corrupt(path: path, reason: "weights are \(blob.count) bytes, manifest says \(m.weightsBytes)")
         }

@@ -39,7 +39,7 @@ import threshold  # noqa: E402
 import val_rules  # noqa: E402
 from head_file import member_prefix, read_members, tensor_blob  # noqa: E402
 
-MAX_MEMBERS = 8          # WakeModel.swift refuses more
+MAX_MEMBERS = 16         # WakeModel.swift refuses more
 SAME = ("windowEmbeddings", "embeddingSize", "hidden", "activation", "output", "stepMilliseconds")
 
 
