@@ -1,0 +1,72 @@
+"""A probe, not a candidate (issue 22, item 6; it chooses nothing): how the shipped stop head scores
+"stop" said alone, in silence, by each voice it trained on and by the two held-out flite voices. The
+head misses every "stop" of flite's rms over the node's speech (EVALUATION-stop.md); this asks whether
+that is the noise or the voice: it prints each voice's best score (the detector's `--scores`, the max
+over the clip) for N renderings with that voice's own speaker draws.
+
+    .venv/bin/python stop_voices_probe.py [--models DIR] [-n 6]     (after swift build -c release)
+
+Training engines as training draws them (voices.py, RHVoice when its wheels and engine are there);
+flite awb / rms once at its own default speaker and then as evaluate.py draws held-out speakers.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import eval_set
+import voices
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+SR = 16000
+
+
+def best_score(binary, models, clip):
+    """The stop head's best 80 ms score over a clip with 1 s of silence either side."""
+    x = np.concatenate([np.zeros(SR), np.asarray(clip, float), np.zeros(SR)])
+    x = x / (np.max(np.abs(x)) + 1e-9) * 16000
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = os.path.join(tmp, "stop.wav")
+        eval_set.write_wav(wav, x)
+        r = subprocess.run([binary, "wake", "detect", "--input", wav, "--phrases", "stop", "--models", models,
+                            "--scores"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"stop_voices_probe.py: {binary} wake detect failed: {r.stderr.strip()}")
+    scores = [json.loads(l)["scores"].get("stop", 0.0) for l in r.stdout.splitlines() if '"scores"' in l]
+    return max(scores, default=0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=os.path.join(REPO, "models"), help="directory with frontend.json and stop.json")
+    ap.add_argument("--bin", default=os.path.join(REPO, ".build", "release", "clawvoice"))
+    ap.add_argument("-n", type=int, default=6, help="renderings per voice")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if not os.path.exists(args.bin):
+        sys.exit(f"stop_voices_probe.py: no {args.bin}; build it with: swift build -c release")
+    rng = np.random.default_rng(args.seed)
+    engines = voices.engines()
+    try:
+        import rhvoice
+        engines.append(rhvoice.RHVoiceEngine())
+    except (ImportError, OSError, SystemExit) as e:
+        print(f"(RHVoice left out: {e})")
+    for e in engines:
+        got = [best_score(args.bin, args.models, e.render("stop", rng)) for _ in range(args.n)]
+        print(f"{e.name:14s} " + " ".join(f"{s:.2f}" for s in got))
+    flite = eval_set.Flite()
+    for voice in eval_set.EVAL_VOICES:
+        default = best_score(args.bin, args.models, flite.synth("stop", voice=voice))
+        drawn = [best_score(args.bin, args.models, flite.synth("stop", **eval_set.test_speaker(rng, voice)))
+                 for _ in range(args.n)]
+        print(f"flite {voice:8s} default {default:.2f}; held-out speakers " + " ".join(f"{s:.2f}" for s in drawn))
+
+
+if __name__ == "__main__":
+    main()
