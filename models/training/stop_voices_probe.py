@@ -1,5 +1,6 @@
 """A probe, not a candidate (issue 22, item 6; it chooses nothing): how the shipped stop head scores
-"stop" said alone, in silence, by each voice it trained on and by the two held-out flite voices. The
+"stop" said alone, in silence, by each voice it trained on (espeak-ng, Piper, Pico), by RHVoice (one
+stop candidate's voices, not the shipped head's) and by the two held-out flite voices. The
 head misses every "stop" of flite's rms over the node's speech (EVALUATION-stop.md); this asks whether
 that is the noise or the voice: it prints each voice's best score (the detector's `--scores`, the max
 over the clip) for N renderings with that voice's own speaker draws.
@@ -7,14 +8,18 @@ over the clip) for N renderings with that voice's own speaker draws.
     .venv/bin/python stop_voices_probe.py [--models DIR] [-n 6]     (after swift build -c release)
 
 Training engines as training draws them (voices.py, RHVoice when its wheels and engine are there);
-flite awb / rms once at its own default speaker and then as evaluate.py draws held-out speakers.
+flite awb / rms once at its own default speaker and then as evaluate.py draws held-out speakers. Each
+voice draws from its own generator (the seed and the voice's name), so leaving one out moves no other.
+The node's threshold for it is 0.915 (sensitivity 0.7); the counts over that and over 0.5 are printed.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
+import zlib
 
 import numpy as np
 
@@ -41,6 +46,16 @@ def best_score(binary, models, clip):
     return max(scores, default=0.0)
 
 
+def rng_for(seed, name):
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def line(name, scores, prefix=""):
+    over = lambda t: sum(s >= t for s in scores)
+    return (f"{name:14s} {prefix}" + " ".join(f"{s:.2f}" for s in scores) +
+            f"   (over 0.5: {over(0.5)}, over 0.915: {over(0.915)} of {len(scores)})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=os.path.join(REPO, "models"), help="directory with frontend.json and stop.json")
@@ -50,22 +65,28 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(args.bin):
         sys.exit(f"stop_voices_probe.py: no {args.bin}; build it with: swift build -c release")
-    rng = np.random.default_rng(args.seed)
-    engines = voices.engines()
+    if not shutil.which("flite"):
+        sys.exit("stop_voices_probe.py: no flite command; install it with: apt-get install flite")
+    try:
+        engines = voices.engines()
+    except ImportError as e:
+        sys.exit(f"stop_voices_probe.py: a training voice is not installed in this venv ({e}); "
+                 "bash train.sh sets them up")
     try:
         import rhvoice
         engines.append(rhvoice.RHVoiceEngine())
     except (ImportError, OSError, SystemExit) as e:
         print(f"(RHVoice left out: {e})")
     for e in engines:
-        got = [best_score(args.bin, args.models, e.render("stop", rng)) for _ in range(args.n)]
-        print(f"{e.name:14s} " + " ".join(f"{s:.2f}" for s in got))
+        rng = rng_for(args.seed, e.name)
+        print(line(e.name, [best_score(args.bin, args.models, e.render("stop", rng)) for _ in range(args.n)]))
     flite = eval_set.Flite()
     for voice in eval_set.EVAL_VOICES:
+        rng = rng_for(args.seed, "flite-" + voice)
         default = best_score(args.bin, args.models, flite.synth("stop", voice=voice))
         drawn = [best_score(args.bin, args.models, flite.synth("stop", **eval_set.test_speaker(rng, voice)))
                  for _ in range(args.n)]
-        print(f"flite {voice:8s} default {default:.2f}; held-out speakers " + " ".join(f"{s:.2f}" for s in drawn))
+        print(line(f"flite {voice}", drawn, f"default {default:.2f}; held-out speakers "))
 
 
 if __name__ == "__main__":
