@@ -9,7 +9,8 @@ over the clip) for N renderings with that voice's own speaker draws.
 
 Training engines as training draws them (voices.py, RHVoice when its wheels and engine are there);
 flite awb / rms once at its own default speaker and then as evaluate.py draws held-out speakers. Each
-voice draws from its own generator (the seed and the voice's name), so leaving one out moves no other.
+voice draws from its own generator (the seed and the voice's name), so leaving one out moves no other;
+Piper also draws noise of its own, so its row differs a little from run to run.
 The node's threshold for it is 0.915 (sensitivity 0.7); the counts over that and over 0.5 are printed.
 """
 import argparse
